@@ -1,0 +1,398 @@
+/*
+ * boltzattn: Boltzmann attention, exact, in C.
+ *
+ * Attention whose weights are the spin marginals of an Ising model with
+ * learnable pairwise couplings J (see docs/ and the README for the maths).
+ *
+ * A worked example: train a tiny brackets model for a few steps and read its
+ * held-out accuracy.
+ *
+ *     char err[BA_ERR_LEN];
+ *     ba_dataset *data;
+ *     if (ba_dataset_brackets(&data, 8, 1, 512, 1234, err)) { puts(err); return 1; }
+ *     ba_config cfg = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 8);
+ *     ba_config_set_data(&cfg, data);           // vocabulary and output sizes
+ *     ba_model *m;
+ *     if (ba_model_init(&m, &cfg, err)) { puts(err); return 1; }
+ *     ba_rng rng; ba_rng_seed(&rng, 42);
+ *     ba_model_init_weights(m, &rng, 0.0);
+ *     ba_adamw opt = ba_adamw_default();
+ *     int in[32 * 8], tg[32 * 8];                // (B,T) each
+ *     for (int step = 0; step < 100; step++) {
+ *         double loss;
+ *         ba_dataset_train_batch(data, &rng, 32, in, tg);
+ *         ba_model_forward(m, in, tg, 32, 8, &loss, err);
+ *         ba_model_zero_grad(m);
+ *         ba_model_backward(m, err);
+ *         ba_model_step(m, &opt, 1e-3, NULL, err);
+ *     }
+ *     ba_eval_result r;
+ *     ba_evaluate(m, data, 0, 64, &r, err);
+ *     printf("held-out accuracy %.2f %%\n", 100 * r.accuracy);
+ *     ba_model_free(m); ba_dataset_free(data);
+ *
+ * Conventions
+ * - Every public symbol starts with ba_ / BA_.
+ * - Functions that can fail return a ba_status (0 = BA_OK) and, on failure,
+ *   write a message naming the offending value into `err`, a caller buffer of
+ *   at least BA_ERR_LEN bytes (err may be NULL). The library never prints,
+ *   never exits and keeps no mutable global state.
+ * - Objects come in init/free pairs; free accepts NULL.
+ * - Randomness only through an explicit ba_rng passed by pointer.
+ * - ba_real is the model's floating type: float in libboltzattn, double in
+ *   the test build (compiled with BA_DOUBLE). Checkpoints are always F32.
+ *   The Ising engine always works in double.
+ */
+#ifndef BOLTZATTN_H
+#define BOLTZATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef BA_DOUBLE
+typedef double ba_real;
+#else
+typedef float ba_real;
+#endif
+
+#define BA_VERSION "0.1.0"
+#define BA_ERR_LEN 256
+
+/* Largest number of spins the reference (enumeration) engine accepts. */
+#define BA_REFERENCE_MAX_SPINS 20
+/* Largest block size (T) any model accepts; softmax and sigmoid go this far. */
+#define BA_MAX_BLOCK 1024
+
+typedef enum {
+    BA_OK = 0,
+    BA_ERR_ARG = 1,     /* an argument or input value is out of range */
+    BA_ERR_IO = 2,      /* a file could not be opened, read or written */
+    BA_ERR_FORMAT = 3,  /* a file is malformed or does not match the model */
+    BA_ERR_NOMEM = 4,   /* an allocation failed */
+    BA_ERR_NUMERIC = 5, /* a non-finite value appeared */
+    BA_ERR_LIMIT = 6    /* the problem is too large for the chosen engine */
+} ba_status;
+
+/* A short English name of a status code ("ok", "bad argument", ...). */
+const char *ba_status_str(int status);
+
+/* ------------------------------------------------------------------ RNG */
+
+/* xoshiro256** seeded through splitmix64. Plain value type: copy it to fork
+ * a stream, store it to resume one. */
+typedef struct {
+    uint64_t s[4];
+} ba_rng;
+
+void ba_rng_seed(ba_rng *r, uint64_t seed);
+uint64_t ba_rng_u64(ba_rng *r);
+/* Uniform double in [0, 1) with 53 random bits. */
+double ba_rng_uniform(ba_rng *r);
+/* Uniform integer in [0, n), unbiased; returns 0 when n == 0. */
+uint64_t ba_rng_below(ba_rng *r, uint64_t n);
+/* Standard normal (Box-Muller, no cached state so the stream stays plain). */
+double ba_rng_normal(ba_rng *r);
+
+/* ------------------------------------------------------------ settings */
+
+typedef enum {
+    BA_ATTN_SOFTMAX = 0,   /* a = softmax(h) */
+    BA_ATTN_SIGMOID = 1,   /* w = sigmoid(2h), a = w / sum w (J = 0 limit) */
+    BA_ATTN_BOLTZMANN = 2, /* w = P(s_j = +1) of the Ising model (h + J) */
+    BA_ATTN_COUPLING = 3   /* as boltzmann with h = 0 (J only) */
+} ba_attn;
+
+typedef enum { BA_TASK_CHARLM = 0, BA_TASK_BRACKETS = 1 } ba_task;
+
+/* Which implementation computes the Ising marginals and their gradients.
+ * Every engine computes the same exact quantities. */
+typedef enum { BA_ENGINE_REFERENCE = 0 } ba_engine;
+
+/* Name <-> value for the enums above. parse returns BA_ERR_ARG on an
+ * unknown name and lists the accepted ones in err. */
+const char *ba_attn_name(ba_attn a);
+int ba_attn_parse(const char *s, ba_attn *out, char *err);
+const char *ba_task_name(ba_task t);
+int ba_task_parse(const char *s, ba_task *out, char *err);
+const char *ba_engine_name(ba_engine e);
+int ba_engine_parse(const char *s, ba_engine *out, char *err);
+/* Largest number of spins (= block size for boltzmann/coupling) an engine
+ * accepts. */
+int ba_engine_max_spins(ba_engine e);
+
+/* Everything needed to rebuild a model; stored in every checkpoint. */
+typedef struct {
+    ba_task task;
+    ba_attn attn;
+    ba_engine engine;
+    int n_layer;
+    int n_head;
+    int n_embd;     /* C, divisible by n_head */
+    int block_size; /* T: longest context, also the pointer-head width */
+    int vocab_size; /* V: input tokens */
+    int out_size;   /* V for charlm, T for brackets */
+    int ffn;        /* 1: blocks have the MLP, 0: attention only */
+    /* task data description */
+    uint8_t vocab[256]; /* charlm: token id -> byte (vocab_size entries) */
+    int kinds;          /* brackets: number of bracket kinds (vocab = 2*kinds) */
+    int n_heldout;      /* brackets: requested held-out set size */
+    uint64_t data_seed; /* brackets: seed of the held-out set */
+} ba_config;
+
+/* Defaults: 1 layer, 1 head, C = 64, FFN on, reference engine. vocab and
+ * out sizes are left 0: fill them with ba_config_set_data. */
+ba_config ba_config_default(ba_task task, ba_attn attn, int block_size);
+
+/* BA_OK when cfg describes a buildable model; otherwise names the bad field.
+ * Refuses boltzmann/coupling with block_size above the engine's limit
+ * (BA_ERR_LIMIT). */
+int ba_config_validate(const ba_config *cfg, char *err);
+
+/* ------------------------------------------------------------- model */
+
+typedef struct ba_model ba_model;
+
+/* One named parameter tensor of the model (checkpoint layout). */
+typedef struct {
+    char name[64];
+    int ndim;
+    int shape[3];
+    size_t offset; /* into ba_model_params(), in elements */
+    size_t size;   /* elements */
+    int decay;     /* 1 if AdamW weight decay applies */
+} ba_tensor_info;
+
+/* Allocates a model (parameters, gradients and AdamW moments in one block,
+ * all zero; LayerNorm weights 1). Returns BA_ERR_ARG/BA_ERR_LIMIT for a bad
+ * config, BA_ERR_NOMEM. *out is owned by the caller: ba_model_free. */
+int ba_model_init(ba_model **out, const ba_config *cfg, char *err);
+void ba_model_free(ba_model *m);
+const ba_config *ba_model_config(const ba_model *m);
+
+/* GPT-2 style initialisation: N(0, 0.02) weights, residual projections
+ * scaled by 1/sqrt(2L), zero biases, unit LayerNorm gains. J is zero, or
+ * N(0, j_init_std) on its used (j<k) entries when j_init_std > 0. */
+void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std);
+
+size_t ba_model_num_params(const ba_model *m);
+ba_real *ba_model_params(ba_model *m); /* (P) owned by the model */
+ba_real *ba_model_grads(ba_model *m);  /* (P) owned by the model */
+/* AdamW state: first and second moments (P each) and the step count. */
+ba_real *ba_model_adam_m(ba_model *m);
+ba_real *ba_model_adam_v(ba_model *m);
+int ba_model_num_tensors(const ba_model *m);
+/* Fills info for tensor idx in checkpoint order; BA_ERR_ARG if idx is out
+ * of range. */
+int ba_model_tensor(const ba_model *m, int idx, ba_tensor_info *info);
+/* Index of a tensor by name, or -1. */
+int ba_model_find_tensor(const ba_model *m, const char *name);
+
+/* Forward pass over a batch. inputs and targets are (B,T) token ids / target
+ * ids, T <= block_size; targets may be NULL (no loss) and -1 marks a
+ * position without target. For brackets a target at position i must lie in
+ * [0, i). On success *loss (may be NULL) is the mean cross-entropy over the
+ * positions with a target (0 when there are none). Activations are kept for
+ * ba_model_backward; buffers grow as needed. Errors: BA_ERR_ARG naming a bad
+ * token, target or size; BA_ERR_NOMEM; BA_ERR_NUMERIC. */
+int ba_model_forward(ba_model *m, const int *inputs, const int *targets,
+                     int B, int T, double *loss, char *err);
+/* Logits of the last forward, (B,T,out_size); masked pointer positions
+ * hold -INFINITY. Valid until the next forward. */
+const ba_real *ba_model_logits(const ba_model *m);
+/* Attention weights of the last forward for layer l: (B,H,T,T), row i holds
+ * a_ij for j <= i and 0 above. NULL if l is out of range. */
+const ba_real *ba_model_attention(const ba_model *m, int l);
+
+void ba_model_zero_grad(ba_model *m);
+/* Backward pass of the last forward (which must have had targets);
+ * accumulates d(loss)/d(params) into the gradients. */
+int ba_model_backward(ba_model *m, char *err);
+
+typedef struct {
+    double beta1, beta2, eps;
+    double weight_decay; /* decoupled; only tensors with decay = 1 */
+    double grad_clip;    /* global L2 norm; <= 0 disables */
+} ba_adamw;
+
+/* beta1 0.9, beta2 0.99, eps 1e-8, weight decay 0.1, clip 1.0. */
+ba_adamw ba_adamw_default(void);
+
+/* One AdamW update with learning rate lr from the accumulated gradients,
+ * after clipping their global norm. *grad_norm (may be NULL) gets the norm
+ * before clipping. BA_ERR_NUMERIC (and no update) if a gradient is not
+ * finite, naming the tensor. */
+int ba_model_step(ba_model *m, const ba_adamw *opt, double lr,
+                  double *grad_norm, char *err);
+/* Number of AdamW steps taken (bias correction uses it). */
+long ba_model_step_count(const ba_model *m);
+void ba_model_set_step_count(ba_model *m, long t);
+
+/* Linear warmup over `warmup` steps to lr_max, then cosine decay to lr_min
+ * at step `total`. step counts from 0. */
+double ba_lr_schedule(long step, long total, long warmup, double lr_max,
+                      double lr_min);
+
+/* ------------------------------------------------------ Ising engine */
+
+/* Exact marginals of one Ising system with n spins:
+ *   P(s) = exp(sum_j h_j s_j + sum_{j<k} J_jk s_j s_k) / Z
+ * h: (n) fields, or NULL for h = 0. J: coupling rows with leading dimension
+ * ldj (J[j*ldj + k] used for j < k only). Writes logw[j] = log P(s_j = +1)
+ * for j < n. BA_ERR_LIMIT if n exceeds the engine's limit. */
+int ba_ising_marginals(ba_engine e, int n, const double *h, const double *J,
+                       int ldj, double *logw, char *err);
+
+/* Exact backward of the above for an upstream gradient g_j = dL/dm_j with
+ * m_j = <s_j>: dh_j += Cov(G, s_j), dJ_jk += Cov(G, s_j s_k) (j < k),
+ * G = sum_j g_j s_j. dh and dJ may be NULL to skip them. */
+int ba_ising_backward(ba_engine e, int n, const double *h, const double *J,
+                      int ldj, const double *g, double *dh, double *dJ,
+                      char *err);
+
+/* ------------------------------------------------------------- tasks */
+
+typedef struct ba_dataset ba_dataset;
+
+/* charlm over any byte file. vocab == NULL: the vocabulary is the sorted
+ * distinct bytes of the file. Otherwise the file is encoded with the given
+ * vocabulary (from a checkpoint) and a byte outside it is BA_ERR_FORMAT
+ * naming the byte and its offset. First 90 % train, last 10 % validation.
+ * block_size T: training windows are T+1 bytes; validation uses the
+ * non-overlapping windows starting at 0, T, 2T, ... of the validation split.
+ * Errors: BA_ERR_IO (file), BA_ERR_FORMAT (too small for T, bad byte). */
+int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
+                      int vocab_size, int block_size, char *err);
+
+/* brackets: valid prefixes of length T over `kinds` bracket kinds, drawn
+ * uniformly. The held-out set holds min(n_heldout, 20 % of all prefixes)
+ * distinct sequences chosen by data_seed; training batches never contain
+ * one of them. Token 2k opens kind k, 2k+1 closes it. */
+int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
+                        uint64_t data_seed, char *err);
+void ba_dataset_free(ba_dataset *d);
+
+ba_task ba_dataset_task(const ba_dataset *d);
+int ba_dataset_block_size(const ba_dataset *d);
+int ba_dataset_vocab_size(const ba_dataset *d);
+/* charlm: token id -> byte table (vocab_size entries); NULL for brackets. */
+const uint8_t *ba_dataset_vocab(const ba_dataset *d);
+/* Copies the data description (task, block size, vocabulary, out size,
+ * kinds, held-out size, data seed) into cfg. */
+void ba_config_set_data(ba_config *cfg, const ba_dataset *d);
+
+/* One training batch (B,T) of inputs and targets (-1 = none), drawn with
+ * rng. */
+void ba_dataset_train_batch(const ba_dataset *d, ba_rng *rng, int B,
+                            int *inputs, int *targets);
+/* Number of evaluation items (validation windows or held-out sequences). */
+int ba_dataset_num_eval(const ba_dataset *d);
+/* Evaluation item idx (0 <= idx < num_eval) as (T) inputs and targets. */
+void ba_dataset_eval_item(const ba_dataset *d, int idx, int *inputs,
+                          int *targets);
+/* Sizes of the splits in bytes (charlm: train and validation) or sequences
+ * (brackets: valid prefixes left for training, i.e. all minus the held-out
+ * ones, and the held-out count). */
+void ba_dataset_sizes(const ba_dataset *d, uint64_t *train, uint64_t *eval);
+/* brackets: the best accuracy a predictor using only the position of each
+ * ')' can reach on the held-out set; -1 for charlm. */
+double ba_dataset_position_baseline(const ba_dataset *d);
+
+/* Number of valid bracket prefixes of length T with `kinds` kinds
+ * (saturates at UINT64_MAX). */
+uint64_t ba_brackets_count(int T, int kinds);
+
+/* Encodes a byte string with a charlm vocabulary; BA_ERR_ARG naming the
+ * first byte outside it. out holds len ids. */
+int ba_encode_text(const uint8_t *vocab, int vocab_size, const char *text,
+                   size_t len, int *out, char *err);
+
+typedef struct {
+    double loss;     /* mean cross-entropy over targets */
+    double ppl;      /* exp(loss) */
+    double accuracy; /* argmax == target, over targets */
+    long n_targets;
+    int n_items;
+} ba_eval_result;
+
+/* Evaluates the model on the first max_items evaluation items (0 = all, or
+ * an evenly spaced deterministic subset when max_items < num_eval), B at a
+ * time. */
+int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B,
+                ba_eval_result *res, char *err);
+
+/* ---------------------------------------------------------------- io */
+
+/* Safetensors dtypes this library reads and writes. */
+typedef enum { BA_DT_F32 = 0, BA_DT_I32 = 1, BA_DT_F64 = 2 } ba_dtype;
+
+typedef struct {
+    char name[128];
+    ba_dtype dtype;
+    int ndim;
+    int64_t shape[8];
+    size_t nbytes;
+    const void *data; /* little-endian bytes inside the loaded file */
+} ba_st_tensor;
+
+typedef struct ba_st ba_st;
+
+/* Reads and validates a whole safetensors file (header length, JSON,
+ * dtypes, shapes, offsets against the file size). BA_ERR_IO / BA_ERR_FORMAT
+ * naming the problem. Caller frees with ba_st_free. */
+int ba_st_read(ba_st **out, const char *path, char *err);
+void ba_st_free(ba_st *st);
+int ba_st_count(const ba_st *st);
+const ba_st_tensor *ba_st_get(const ba_st *st, int idx);
+const ba_st_tensor *ba_st_find(const ba_st *st, const char *name);
+/* A string value of __metadata__, or NULL. Owned by st. */
+const char *ba_st_metadata(const ba_st *st, const char *key);
+
+/* A tensor to write. data points to ndim-shaped host values of dtype. */
+typedef struct {
+    const char *name;
+    ba_dtype dtype;
+    int ndim;
+    int64_t shape[8];
+    const void *data;
+} ba_st_entry;
+
+/* Writes a safetensors file with the entries in order and string metadata
+ * pairs (keys/vals may be NULL when n_meta is 0). BA_ERR_IO on failure. */
+int ba_st_write(const char *path, const ba_st_entry *entries, int n,
+                const char *const *meta_keys, const char *const *meta_vals,
+                int n_meta, char *err);
+
+/* The config as a JSON object string (malloc'd, caller frees), and back.
+ * from_json validates with ba_config_validate. */
+char *ba_config_to_json(const ba_config *cfg);
+int ba_config_from_json(const char *json, ba_config *cfg, char *err);
+
+/* Saves the model's parameters as F32 with the config in __metadata__
+ * ("config"), plus optional extra metadata pairs (e.g. "step"). */
+int ba_checkpoint_save(const char *path, const ba_model *m,
+                       const char *const *meta_keys,
+                       const char *const *meta_vals, int n_meta, char *err);
+/* Loads a checkpoint into a new model (*out, caller frees). Every tensor
+ * is checked against the config's names and shapes; values must be finite.
+ * BA_ERR_IO, BA_ERR_FORMAT naming the tensor or field. */
+int ba_checkpoint_load(const char *path, ba_model **out, char *err);
+
+/* Batch file: safetensors with inputs I32 (B,T) and targets I32 (B,T).
+ * load allocates *inputs and *targets (caller frees). */
+int ba_batch_save(const char *path, const int *inputs, const int *targets,
+                  int B, int T, char *err);
+int ba_batch_load(const char *path, int **inputs, int **targets, int *B,
+                  int *T, char *err);
+/* Gradient file: "loss" F32 [1] and one F32 tensor per parameter with the
+ * parameter's name and shape, from ba_model_grads. */
+int ba_grads_save(const char *path, const ba_model *m, double loss,
+                  char *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

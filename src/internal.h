@@ -1,0 +1,113 @@
+/* Private declarations shared by the library's source files and its tests.
+ * Not installed; the public API is include/boltzattn.h. */
+#ifndef BA_INTERNAL_H
+#define BA_INTERNAL_H
+
+#include "boltzattn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+/* Writes a printf-style message into err (BA_ERR_LEN bytes, may be NULL)
+ * and returns status, so a failure reads `return ba_fail(err, BA_ERR_ARG,
+ * "...", ...)`. */
+int ba_fail(char *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Overflow-checked size arithmetic: 0 on success, 1 on overflow. */
+static inline int ba_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > (size_t)-1 / a)
+        return 1;
+    *out = a * b;
+    return 0;
+}
+
+/* Dense products in the model's precision. Row-major throughout. */
+#ifdef BA_DOUBLE
+#define BA_GEMM cblas_dgemm
+#else
+#define BA_GEMM cblas_sgemm
+#endif
+
+/* ---------------------------------------------------- engine, batched
+ * All queries of one attention head. Row q = b*T + i of the (B,T,T) arrays
+ * is query i of batch element b; it has n = i+1 spins (keys 0..i), so only
+ * entries j <= i are read or written (logw gets -INFINITY above).
+ * h (B,T,T) fields or NULL for h = 0; J (T,ldj) couplings, j < k used.
+ * forward: logw (B,T,T) = log P_i(s_j = +1).
+ * backward: g (B,T,T) = dL/dm; dh (B,T,T) += Cov(G, s_j) (may be NULL);
+ * dJ (T,ldj) += sum over queries Cov(G, s_j s_k) (may be NULL). */
+int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
+                      double *logw, char *err);
+int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
+                       const double *g, double *dh, double *dJ, char *err);
+
+/* ---------------------------------------------------------- layers
+ * Each layer is a forward/backward pair over plain arrays; backward
+ * accumulates (+=) into the gradients of its inputs and parameters.
+ * N = number of rows (B*T). */
+
+/* out = inp W^T + b. inp (N,IC), W (OC,IC), b (OC) or NULL, out (N,OC). */
+void ba_linear_forward(ba_real *out, const ba_real *inp, const ba_real *w,
+                       const ba_real *b, int N, int IC, int OC);
+/* dinp += dout W, dw += dout^T inp, db += sum dout. dinp/dw/db may be NULL. */
+void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db,
+                        const ba_real *dout, const ba_real *inp,
+                        const ba_real *w, int N, int IC, int OC);
+
+/* LayerNorm over C with eps 1e-5. mean/rstd (N) saved for backward. */
+void ba_layernorm_forward(ba_real *out, ba_real *mean, ba_real *rstd,
+                          const ba_real *inp, const ba_real *w,
+                          const ba_real *b, int N, int C);
+void ba_layernorm_backward(ba_real *dinp, ba_real *dw, ba_real *db,
+                           const ba_real *dout, const ba_real *inp,
+                           const ba_real *w, const ba_real *mean,
+                           const ba_real *rstd, int N, int C);
+
+/* GELU, tanh form. */
+void ba_gelu_forward(ba_real *out, const ba_real *inp, size_t n);
+void ba_gelu_backward(ba_real *dinp, const ba_real *inp, const ba_real *dout,
+                      size_t n);
+
+/* out = a + b elementwise (residual). */
+void ba_residual_forward(ba_real *out, const ba_real *a, const ba_real *b,
+                         size_t n);
+
+/* Causal multi-head attention core, one of the four variants.
+ * qkv (B,T,3C): q, k, v stacked, heads contiguous inside each.
+ * J (H,Tmax,Tmax) couplings of this layer (used by boltzmann/coupling,
+ *   indexed by absolute key position; may be NULL otherwise).
+ * att (B,H,T,T): the normalised weights a_ij (row i, j <= i).
+ * pre (B,H,T,T): per-variant saved values for backward (fields h_ij for
+ *   softmax/sigmoid/boltzmann; unused by coupling but kept zero).
+ * out (B,T,C). */
+typedef struct {
+    ba_attn attn;
+    ba_engine engine;
+    int B, T, C, H, Tmax;
+} ba_attn_shape;
+
+int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,
+                         ba_real *pre, const ba_real *qkv, const ba_real *J,
+                         char *err);
+/* dqkv (B,T,3C) and dJ (H,Tmax,Tmax) accumulate (dJ may be NULL). */
+int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
+                          const ba_real *dout, const ba_real *qkv,
+                          const ba_real *J, const ba_real *att,
+                          const ba_real *pre, char *err);
+
+/* Cross-entropy over logits (N,O) against targets (N) with -1 = none.
+ * If mask_pointer, row i (position t = i % T) may only point at columns
+ * [0, t): the rest are set to -INFINITY in logits before the softmax.
+ * probs (N,O). Returns the number of targets; *loss_sum gets the sum of
+ * -log p(target). A target outside the allowed range is BA_ERR_ARG. */
+int ba_crossentropy_forward(ba_real *logits, ba_real *probs,
+                            const int *targets, int N, int O, int T,
+                            int mask_pointer, double *loss_sum, long *count,
+                            char *err);
+/* dlogits += (probs - onehot) * scale on rows with a target. */
+void ba_crossentropy_backward(ba_real *dlogits, const ba_real *probs,
+                              const int *targets, int N, int O, double scale);
+
+#endif

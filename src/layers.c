@@ -1,0 +1,439 @@
+/* The model's layers, each a forward/backward pair over plain arrays.
+ * Backward passes accumulate into gradients (+=), so a caller zeroes them
+ * once per step. Shapes: N = B*T rows; C channels. */
+#include "internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ linear */
+
+void ba_linear_forward(ba_real *out, const ba_real *inp, const ba_real *w, const ba_real *b,
+                       int N, int IC, int OC)
+{
+    // out (N,OC), inp (N,IC), w (OC,IC), b (OC)
+    ba_real beta = 0;
+    if (b) {
+        for (int n = 0; n < N; n++)
+            memcpy(out + (size_t)n * OC, b, sizeof(ba_real) * OC);
+        beta = 1;
+    }
+    BA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, inp, IC, w, IC, beta, out, OC);
+}
+
+void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *dout,
+                        const ba_real *inp, const ba_real *w, int N, int IC, int OC)
+{
+    // dinp (N,IC) += dout (N,OC) w (OC,IC)
+    if (dinp)
+        BA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, w, IC, 1, dinp,
+                IC);
+    // dw (OC,IC) += dout^T (OC,N) inp (N,IC)
+    if (dw)
+        BA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC, 1, dw,
+                IC);
+    if (db)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++)
+                db[o] += dout[(size_t)n * OC + o];
+}
+
+/* --------------------------------------------------------- layernorm */
+
+void ba_layernorm_forward(ba_real *out, ba_real *mean, ba_real *rstd, const ba_real *inp,
+                          const ba_real *w, const ba_real *b, int N, int C)
+{
+    const double eps = 1e-5;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const ba_real *x = inp + (size_t)n * C;
+        double m = 0.0, v = 0.0;
+        for (int c = 0; c < C; c++)
+            m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++)
+            v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        double s = 1.0 / sqrt(v + eps);
+        ba_real *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++)
+            o[c] = (ba_real)((x[c] - m) * s * w[c] + b[c]);
+        mean[n] = (ba_real)m;
+        rstd[n] = (ba_real)s;
+    }
+}
+
+void ba_layernorm_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *dout,
+                           const ba_real *inp, const ba_real *w, const ba_real *mean,
+                           const ba_real *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const ba_real *x = inp + (size_t)n * C;
+        const ba_real *dy = dout + (size_t)n * C;
+        ba_real *dx = dinp + (size_t)n * C;
+        double m = mean[n], s = rstd[n];
+        /* dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy w */
+        double g1 = 0.0, g2 = 0.0;
+        for (int c = 0; c < C; c++) {
+            double xh = (x[c] - m) * s;
+            double dxh = (double)dy[c] * w[c];
+            g1 += dxh;
+            g2 += dxh * xh;
+        }
+        g1 /= C;
+        g2 /= C;
+        for (int c = 0; c < C; c++) {
+            double xh = (x[c] - m) * s;
+            double dxh = (double)dy[c] * w[c];
+            dw[c] += (ba_real)(dy[c] * xh);
+            db[c] += dy[c];
+            dx[c] += (ba_real)(s * (dxh - g1 - xh * g2));
+        }
+    }
+}
+
+/* -------------------------------------------------------------- gelu */
+
+#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
+
+void ba_gelu_forward(ba_real *out, const ba_real *inp, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        double x = inp[i];
+        out[i] = (ba_real)(0.5 * x * (1.0 + tanh(GELU_K * (x + 0.044715 * x * x * x))));
+    }
+}
+
+void ba_gelu_backward(ba_real *dinp, const ba_real *inp, const ba_real *dout, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        double x = inp[i];
+        double u = GELU_K * (x + 0.044715 * x * x * x);
+        double t = tanh(u);
+        double du = GELU_K * (1.0 + 3.0 * 0.044715 * x * x);
+        double d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
+        dinp[i] += (ba_real)(d * dout[i]);
+    }
+}
+
+void ba_residual_forward(ba_real *out, const ba_real *a, const ba_real *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+/* --------------------------------------------------------- attention
+ *
+ * Every variant forms unnormalised log-weights l_ij for the visible keys
+ * j <= i of query i and normalises them with a softmax over j:
+ *   softmax   l = h
+ *   sigmoid   l = log sigmoid(2h)           (= log P(s_j=+1) at J = 0)
+ *   boltzmann l = log P_i(s_j = +1)         (exact Ising marginal)
+ *   coupling  l = log P_i(s_j = +1) at h = 0
+ * Working with l rather than w keeps the normalisation finite and exact even
+ * when every w_ij underflows (|h| of hundreds): a = softmax(l) never divides
+ * by a sum that rounded to zero. pre (B,H,T,T) saves l for backward. */
+
+static inline double log_sigmoid(double x)
+{
+    /* log(1/(1+e^-x)) without overflow for either sign. */
+    return x >= 0 ? -log1p(exp(-x)) : x - log1p(exp(x));
+}
+
+static inline double sigmoid(double x)
+{
+    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+
+typedef struct {
+    int B, T, C, H, d;
+    double scale;
+} dims;
+
+static dims get_dims(const ba_attn_shape *s)
+{
+    dims g = {s->B, s->T, s->C, s->H, s->C / s->H, 1.0 / sqrt((double)(s->C / s->H))};
+    return g;
+}
+
+/* Fields h_ij = q_i . k_j / sqrt(d) of head hh for every batch element, in
+ * double. hd (B,T,T), entries j > i left untouched. */
+static void compute_fields(const dims *g, int hh, const ba_real *qkv, double *hd)
+{
+    int T = g->T, C = g->C, d = g->d;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < g->B; b++)
+        for (int i = 0; i < T; i++) {
+            const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)hh * d;
+            for (int j = 0; j <= i; j++) {
+                const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)hh * d;
+                double acc = 0.0;
+                for (int c = 0; c < d; c++)
+                    acc += (double)q[c] * k[c];
+                hd[((size_t)b * T + i) * T + j] = acc * g->scale;
+            }
+        }
+}
+
+/* Copies head hh's couplings (Tmax,Tmax) into a dense (T,T) double matrix. */
+static void copy_couplings(const ba_attn_shape *s, int hh, const ba_real *J, double *Jd)
+{
+    int T = s->T, Tm = s->Tmax;
+    const ba_real *Jh = J + (size_t)hh * Tm * Tm;
+    for (int j = 0; j < T; j++)
+        for (int k = 0; k < T; k++)
+            Jd[(size_t)j * T + k] = k > j ? Jh[(size_t)j * Tm + k] : 0.0;
+}
+
+static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
+
+int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_real *pre,
+                         const ba_real *qkv, const ba_real *J, char *err)
+{
+    // out (B,T,C), att (B,H,T,T), pre (B,H,T,T), qkv (B,T,3C), J (H,Tmax,Tmax)
+    dims g = get_dims(s);
+    int B = g.B, T = g.T, C = g.C, H = g.H, d = g.d;
+    size_t btt = (size_t)B * T * T;
+    if (is_ising(s->attn) && !J)
+        return ba_fail(err, BA_ERR_ARG, "%s attention needs couplings J", ba_attn_name(s->attn));
+    double *hd = calloc(btt, sizeof(double)); // (B,T,T) fields
+    double *ld = malloc(sizeof(double) * btt); // (B,T,T) log-weights
+    double *Jd = malloc(sizeof(double) * (size_t)T * T);
+    if (!hd || !ld || !Jd) {
+        free(hd), free(ld), free(Jd);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate attention workspace (B=%d, T=%d)", B,
+                       T);
+    }
+    int rc = BA_OK;
+    for (int hh = 0; hh < H && rc == BA_OK; hh++) {
+        if (s->attn != BA_ATTN_COUPLING)
+            compute_fields(&g, hh, qkv, hd);
+        switch (s->attn) {
+        case BA_ATTN_SOFTMAX:
+            memcpy(ld, hd, sizeof(double) * btt);
+            break;
+        case BA_ATTN_SIGMOID:
+            for (size_t q = 0; q < btt; q++)
+                ld[q] = log_sigmoid(2.0 * hd[q]);
+            break;
+        case BA_ATTN_BOLTZMANN:
+            copy_couplings(s, hh, J, Jd);
+            rc = ba_engine_forward(s->engine, B, T, hd, Jd, T, ld, err);
+            break;
+        case BA_ATTN_COUPLING:
+            /* With h = 0 the weights depend only on the number of visible keys,
+             * not on the query's content: one system per row, shared by all b. */
+            copy_couplings(s, hh, J, Jd);
+            rc = ba_engine_forward(s->engine, 1, T, NULL, Jd, T, ld, err);
+            for (int b = 1; b < B && rc == BA_OK; b++)
+                memcpy(ld + (size_t)b * T * T, ld, sizeof(double) * T * T);
+            break;
+        }
+        if (rc)
+            break;
+        /* normalise each row: a = softmax over the visible keys of l */
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++) {
+                const double *l = ld + ((size_t)b * T + i) * T;
+                size_t o = (((size_t)b * H + hh) * T + i) * T;
+                double mx = -INFINITY, z = 0.0;
+                for (int j = 0; j <= i; j++)
+                    mx = l[j] > mx ? l[j] : mx;
+                for (int j = 0; j <= i; j++)
+                    z += exp(l[j] - mx);
+                for (int j = 0; j < T; j++) {
+                    att[o + j] = j <= i ? (ba_real)(exp(l[j] - mx) / z) : 0;
+                    pre[o + j] = j <= i ? (ba_real)l[j] : 0;
+                }
+            }
+    }
+    free(hd), free(ld), free(Jd);
+    if (rc)
+        return rc;
+    // y_i = sum_j a_ij v_j for every head
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int hh = 0; hh < H; hh++)
+            for (int i = 0; i < T; i++) {
+                ba_real *y = out + ((size_t)b * T + i) * C + (size_t)hh * d;
+                const ba_real *a = att + (((size_t)b * H + hh) * T + i) * T;
+                for (int c = 0; c < d; c++)
+                    y[c] = 0;
+                for (int j = 0; j <= i; j++) {
+                    const ba_real *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + (size_t)hh * d;
+                    for (int c = 0; c < d; c++)
+                        y[c] += a[j] * v[c];
+                }
+            }
+    return BA_OK;
+}
+
+int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
+                          const ba_real *dout, const ba_real *qkv, const ba_real *J,
+                          const ba_real *att, const ba_real *pre, char *err)
+{
+    dims g = get_dims(s);
+    int B = g.B, T = g.T, C = g.C, H = g.H, d = g.d, Tm = s->Tmax;
+    size_t btt = (size_t)B * T * T;
+    double *hd = calloc(btt, sizeof(double)); // (B,T,T) fields
+    double *gd = calloc(btt, sizeof(double)); // (B,T,T) dL/dl or dL/dm
+    double *dh = malloc(sizeof(double) * btt); // (B,T,T) dL/dh
+    double *Jd = malloc(sizeof(double) * (size_t)T * T);
+    double *dJd = malloc(sizeof(double) * (size_t)T * T);
+    if (!hd || !gd || !dh || !Jd || !dJd) {
+        free(hd), free(gd), free(dh), free(Jd), free(dJd);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate attention workspace (B=%d, T=%d)", B,
+                       T);
+    }
+    int rc = BA_OK;
+    for (int hh = 0; hh < H && rc == BA_OK; hh++) {
+        if (s->attn == BA_ATTN_SIGMOID || s->attn == BA_ATTN_BOLTZMANN)
+            compute_fields(&g, hh, qkv, hd);
+        /* Through y = a v and the row softmax: da_ij = dy_i . v_j,
+         * dv_j += a_ij dy_i, dl_ij = a_ij (da_ij - sum_l a_il da_il). */
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++) {
+                const ba_real *a = att + (((size_t)b * H + hh) * T + i) * T;
+                const ba_real *l = pre + (((size_t)b * H + hh) * T + i) * T;
+                const ba_real *dy = dout + ((size_t)b * T + i) * C + (size_t)hh * d;
+                double *gr = gd + ((size_t)b * T + i) * T;
+                double adot = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    size_t vo = ((size_t)b * T + j) * 3 * C + 2 * C + (size_t)hh * d;
+                    double da = 0.0;
+                    for (int c = 0; c < d; c++) {
+                        da += (double)dy[c] * qkv[vo + c];
+                        dqkv[vo + c] += a[j] * dy[c];
+                    }
+                    gr[j] = da;
+                    adot += a[j] * da;
+                }
+                if (is_ising(s->attn)) {
+                    /* l = log w with w = (1+m)/2, a = w/S: dL/dm_j =
+                     * (da_j - adot) / (2 S), S = exp(logsumexp_j l_j). */
+                    double mx = -INFINITY, z = 0.0;
+                    for (int j = 0; j <= i; j++)
+                        mx = l[j] > mx ? l[j] : mx;
+                    for (int j = 0; j <= i; j++)
+                        z += exp(l[j] - mx);
+                    double inv2s = 0.5 * exp(-mx) / z;
+                    for (int j = 0; j <= i; j++)
+                        gr[j] = (gr[j] - adot) * inv2s;
+                } else {
+                    double *dr = dh + ((size_t)b * T + i) * T;
+                    const double *hr = hd + ((size_t)b * T + i) * T;
+                    for (int j = 0; j <= i; j++) {
+                        double dl = a[j] * (gr[j] - adot);
+                        /* sigmoid: dl/dh = 2 sigmoid(-2h) */
+                        dr[j] = s->attn == BA_ATTN_SOFTMAX ? dl : dl * 2.0 * sigmoid(-2.0 * hr[j]);
+                    }
+                }
+            }
+        if (is_ising(s->attn)) {
+            copy_couplings(s, hh, J, Jd);
+            memset(dJd, 0, sizeof(double) * (size_t)T * T);
+            if (s->attn == BA_ATTN_BOLTZMANN) {
+                memset(dh, 0, sizeof(double) * btt);
+                rc = ba_engine_backward(s->engine, B, T, hd, Jd, T, gd, dh, dJd, err);
+            } else {
+                /* Covariances are linear in g and every batch element shares
+                 * the same system, so sum g over b and solve once. */
+                for (int b = 1; b < B; b++)
+                    for (size_t q = 0; q < (size_t)T * T; q++)
+                        gd[q] += gd[(size_t)b * T * T + q];
+                rc = ba_engine_backward(s->engine, 1, T, NULL, Jd, T, gd, NULL, dJd, err);
+            }
+            if (rc)
+                break;
+            if (dJ)
+                for (int j = 0; j < T; j++)
+                    for (int k = j + 1; k < T; k++)
+                        dJ[((size_t)hh * Tm + j) * Tm + k] += (ba_real)dJd[(size_t)j * T + k];
+        }
+        if (s->attn == BA_ATTN_COUPLING)
+            continue; /* no fields, so no gradient into q and k */
+        /* h_ij = q_i . k_j * scale: dq_i += scale sum_j dh_ij k_j,
+         * dk_j += scale dh_ij q_i */
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++) {
+                size_t qo = ((size_t)b * T + i) * 3 * C + (size_t)hh * d;
+                const double *dr = dh + ((size_t)b * T + i) * T;
+                for (int j = 0; j <= i; j++) {
+                    size_t ko = ((size_t)b * T + j) * 3 * C + C + (size_t)hh * d;
+                    double f = dr[j] * g.scale;
+                    for (int c = 0; c < d; c++) {
+                        dqkv[qo + c] += (ba_real)(f * qkv[ko + c]);
+                        dqkv[ko + c] += (ba_real)(f * qkv[qo + c]);
+                    }
+                }
+            }
+    }
+    free(hd), free(gd), free(dh), free(Jd), free(dJd);
+    return rc;
+}
+
+/* ------------------------------------------------------ cross-entropy */
+
+int ba_crossentropy_forward(ba_real *logits, ba_real *probs, const int *targets, int N, int O,
+                            int T, int mask_pointer, double *loss_sum, long *count, char *err)
+{
+    double ls = 0.0;
+    long cnt = 0;
+    for (int r = 0; r < N; r++) {
+        ba_real *x = logits + (size_t)r * O;
+        ba_real *p = probs + (size_t)r * O;
+        int t = r % T;
+        int nv = mask_pointer ? (t < O ? t : O) : O; /* columns a row may use */
+        for (int c = nv; c < O; c++) {
+            x[c] = (ba_real)-INFINITY;
+            p[c] = 0;
+        }
+        int tg = targets ? targets[r] : -1;
+        if (tg != -1 && (tg < 0 || tg >= nv)) {
+            if (mask_pointer)
+                return ba_fail(err, BA_ERR_ARG,
+                               "target %d at position %d (row %d) must point at an earlier "
+                               "position in [0, %d)",
+                               tg, t, r, t);
+            return ba_fail(err, BA_ERR_ARG, "target %d at row %d is outside [0, %d)", tg, r, O);
+        }
+        if (nv == 0)
+            continue;
+        double mx = -INFINITY, z = 0.0;
+        for (int c = 0; c < nv; c++)
+            mx = x[c] > mx ? x[c] : mx;
+        for (int c = 0; c < nv; c++)
+            z += exp(x[c] - mx);
+        double lse = mx + log(z);
+        for (int c = 0; c < nv; c++)
+            p[c] = (ba_real)exp(x[c] - lse);
+        if (tg >= 0) {
+            ls += lse - x[tg];
+            cnt++;
+        }
+    }
+    *loss_sum = ls;
+    *count = cnt;
+    return BA_OK;
+}
+
+void ba_crossentropy_backward(ba_real *dlogits, const ba_real *probs, const int *targets, int N,
+                              int O, double scale)
+{
+    for (int r = 0; r < N; r++) {
+        int tg = targets[r];
+        if (tg < 0)
+            continue;
+        ba_real *dx = dlogits + (size_t)r * O;
+        const ba_real *p = probs + (size_t)r * O;
+        for (int c = 0; c < O; c++)
+            dx[c] += (ba_real)(scale * (p[c] - (c == tg ? 1.0 : 0.0)));
+    }
+}

@@ -1,0 +1,669 @@
+/* The decoder-only transformer (spec section 5), its AdamW optimiser and the
+ * evaluation loop.
+ *
+ * Parameters are stacked by kind across layers (e.g. all L ln1 weights in
+ * one (L,C) array) inside one contiguous block; gradients and the two AdamW
+ * moments are laid out identically right after it, so the whole training
+ * state is four equal slices of one allocation. param_sizes() is the single
+ * place that defines that layout. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    P_TOK, P_POS, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB, P_J,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW, P_FCPB, P_LNFW, P_LNFB, P_HEADW, P_HEADB,
+    NUM_P
+};
+
+/* Activations, all sized for B*T rows of the current batch. */
+enum {
+    A_ENC,      // (B,T,C) token + position embedding
+    A_LN1,      // (L,B,T,C)
+    A_LN1M,     // (L,B,T)
+    A_LN1R,     // (L,B,T)
+    A_QKV,      // (L,B,T,3C)
+    A_ATTY,     // (L,B,T,C) attention output before the projection
+    A_ATT,      // (L,B,H,T,T) normalised weights
+    A_PRE,      // (L,B,H,T,T) log-weights l (see layers.c)
+    A_ATTPROJ,  // (L,B,T,C)
+    A_RES2,     // (L,B,T,C) residual after attention
+    A_LN2,      // (L,B,T,C)
+    A_LN2M,     // (L,B,T)
+    A_LN2R,     // (L,B,T)
+    A_FCH,      // (L,B,T,4C)
+    A_FCHG,     // (L,B,T,4C) after GELU
+    A_FCPROJ,   // (L,B,T,C)
+    A_RES3,     // (L,B,T,C) residual after the FFN
+    A_LNF,      // (B,T,C)
+    A_LNFM,     // (B,T)
+    A_LNFR,     // (B,T)
+    A_LOGITS,   // (B,T,O)
+    A_PROBS,    // (B,T,O)
+    NUM_A
+};
+
+/* Scratch gradients of activations for one layer at a time. */
+enum { G_X, G_LN, G_ATTY, G_QKV, G_FCH, G_FCHG, G_LOGITS, NUM_G };
+
+struct ba_model {
+    ba_config cfg;
+    size_t psize[NUM_P];
+    size_t poff[NUM_P];
+    size_t nparams;
+    ba_real *mem; /* (4P): params | grads | adam m | adam v */
+    long step;
+    /* activations */
+    int B, T;       /* shape of the last forward */
+    size_t cap_bt;  /* rows the activation buffers were sized for */
+    ba_real *acts;
+    size_t aoff[NUM_A];
+    ba_real *gacts;
+    size_t goff[NUM_G];
+    int *inputs, *targets; /* (B,T) copies of the last batch */
+    long n_targets;
+    int has_targets;
+};
+
+static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
+
+static void param_sizes(const ba_config *c, size_t *sz)
+{
+    size_t L = c->n_layer, C = c->n_embd, T = c->block_size, H = c->n_head;
+    size_t F = c->ffn ? 4 * C : 0; /* FFN tensors vanish without the FFN */
+    size_t ln2 = c->ffn ? C : 0;
+    sz[P_TOK] = (size_t)c->vocab_size * C;
+    sz[P_POS] = T * C;
+    sz[P_LN1W] = L * C;
+    sz[P_LN1B] = L * C;
+    sz[P_QKVW] = L * 3 * C * C;
+    sz[P_QKVB] = L * 3 * C;
+    sz[P_PROJW] = L * C * C;
+    sz[P_PROJB] = L * C;
+    sz[P_J] = is_ising(c->attn) ? L * H * T * T : 0;
+    sz[P_LN2W] = L * ln2;
+    sz[P_LN2B] = L * ln2;
+    sz[P_FCW] = L * F * C;
+    sz[P_FCB] = L * F;
+    sz[P_FCPW] = L * C * F;
+    sz[P_FCPB] = L * (c->ffn ? C : 0);
+    sz[P_LNFW] = C;
+    sz[P_LNFB] = C;
+    sz[P_HEADW] = (size_t)c->out_size * C;
+    sz[P_HEADB] = c->out_size;
+}
+
+static void act_sizes(const ba_config *c, size_t BT, size_t *sz)
+{
+    size_t L = c->n_layer, C = c->n_embd, H = c->n_head, T = c->block_size;
+    size_t F = c->ffn ? 4 * C : 0;
+    size_t ffc = c->ffn ? C : 0;
+    sz[A_ENC] = BT * C;
+    sz[A_LN1] = L * BT * C;
+    sz[A_LN1M] = L * BT;
+    sz[A_LN1R] = L * BT;
+    sz[A_QKV] = L * BT * 3 * C;
+    sz[A_ATTY] = L * BT * C;
+    sz[A_ATT] = L * BT * H * T; /* B*H*T*T <= BT*H*Tmax */
+    sz[A_PRE] = L * BT * H * T;
+    sz[A_ATTPROJ] = L * BT * C;
+    sz[A_RES2] = L * BT * C;
+    sz[A_LN2] = L * BT * ffc;
+    sz[A_LN2M] = c->ffn ? L * BT : 0;
+    sz[A_LN2R] = c->ffn ? L * BT : 0;
+    sz[A_FCH] = L * BT * F;
+    sz[A_FCHG] = L * BT * F;
+    sz[A_FCPROJ] = L * BT * ffc;
+    sz[A_RES3] = L * BT * ffc;
+    sz[A_LNF] = BT * C;
+    sz[A_LNFM] = BT;
+    sz[A_LNFR] = BT;
+    sz[A_LOGITS] = BT * c->out_size;
+    sz[A_PROBS] = BT * c->out_size;
+}
+
+static void gact_sizes(const ba_config *c, size_t BT, size_t *sz)
+{
+    size_t C = c->n_embd, F = c->ffn ? 4 * C : 0;
+    sz[G_X] = BT * C;
+    sz[G_LN] = BT * C;
+    sz[G_ATTY] = BT * C;
+    sz[G_QKV] = BT * 3 * C;
+    sz[G_FCH] = BT * F;
+    sz[G_FCHG] = BT * F;
+    sz[G_LOGITS] = BT * c->out_size;
+}
+
+int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
+{
+    int rc = ba_config_validate(cfg, err);
+    if (rc)
+        return rc;
+    ba_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the model");
+    m->cfg = *cfg;
+    param_sizes(cfg, m->psize);
+    size_t off = 0;
+    for (int i = 0; i < NUM_P; i++) {
+        m->poff[i] = off;
+        off += m->psize[i];
+    }
+    m->nparams = off;
+    size_t bytes;
+    if (ba_mul_size(off, 4 * sizeof(ba_real), &bytes) || !(m->mem = calloc(1, bytes))) {
+        free(m);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate %zu parameters", off);
+    }
+    /* LayerNorm gains start at 1 so a fresh model is a well-defined identity
+     * normaliser even before ba_model_init_weights. */
+    ba_real *p = m->mem;
+    int lnw[] = {P_LN1W, P_LN2W, P_LNFW};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < m->psize[lnw[k]]; i++)
+            p[m->poff[lnw[k]] + i] = 1;
+    *out = m;
+    return BA_OK;
+}
+
+void ba_model_free(ba_model *m)
+{
+    if (!m)
+        return;
+    free(m->mem);
+    free(m->acts);
+    free(m->gacts);
+    free(m->inputs);
+    free(m->targets);
+    free(m);
+}
+
+const ba_config *ba_model_config(const ba_model *m) { return &m->cfg; }
+size_t ba_model_num_params(const ba_model *m) { return m->nparams; }
+ba_real *ba_model_params(ba_model *m) { return m->mem; }
+ba_real *ba_model_grads(ba_model *m) { return m->mem + m->nparams; }
+ba_real *ba_model_adam_m(ba_model *m) { return m->mem + 2 * m->nparams; }
+ba_real *ba_model_adam_v(ba_model *m) { return m->mem + 3 * m->nparams; }
+long ba_model_step_count(const ba_model *m) { return m->step; }
+void ba_model_set_step_count(ba_model *m, long t) { m->step = t; }
+
+void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
+{
+    const ba_config *c = &m->cfg;
+    ba_real *p = m->mem;
+    memset(p, 0, sizeof(ba_real) * m->nparams);
+    double proj_std = 0.02 / sqrt(2.0 * c->n_layer); /* residual projections */
+    for (int k = 0; k < NUM_P; k++) {
+        double std = 0.0;
+        switch (k) {
+        case P_TOK: case P_POS: case P_QKVW: case P_FCW: case P_HEADW: std = 0.02; break;
+        case P_PROJW: case P_FCPW: std = proj_std; break;
+        case P_LN1W: case P_LN2W: case P_LNFW:
+            for (size_t i = 0; i < m->psize[k]; i++)
+                p[m->poff[k] + i] = 1;
+            break;
+        default: break;
+        }
+        for (size_t i = 0; std > 0 && i < m->psize[k]; i++)
+            p[m->poff[k] + i] = (ba_real)(std * ba_rng_normal(rng));
+    }
+    if (j_init_std > 0 && m->psize[P_J]) {
+        size_t T = c->block_size;
+        ba_real *J = p + m->poff[P_J];
+        for (size_t lh = 0; lh < (size_t)c->n_layer * c->n_head; lh++)
+            for (size_t j = 0; j < T; j++)
+                for (size_t k = j + 1; k < T; k++)
+                    J[(lh * T + j) * T + k] = (ba_real)(j_init_std * ba_rng_normal(rng));
+    }
+}
+
+/* ------------------------------------------------------------ tensors */
+
+/* Per-layer kinds in checkpoint order with their names. */
+static const struct {
+    int kind;
+    const char *name;
+} layer_tensors[] = {
+    {P_LN1W, "ln1.weight"},        {P_LN1B, "ln1.bias"},        {P_QKVW, "attn.qkv.weight"},
+    {P_QKVB, "attn.qkv.bias"},     {P_PROJW, "attn.proj.weight"}, {P_PROJB, "attn.proj.bias"},
+    {P_J, "attn.J"},               {P_LN2W, "ln2.weight"},      {P_LN2B, "ln2.bias"},
+    {P_FCW, "ffn.fc.weight"},      {P_FCB, "ffn.fc.bias"},      {P_FCPW, "ffn.proj.weight"},
+    {P_FCPB, "ffn.proj.bias"},
+};
+#define N_LAYER_TENSORS ((int)(sizeof layer_tensors / sizeof layer_tensors[0]))
+
+static int kind_decays(int k)
+{
+    return k == P_TOK || k == P_POS || k == P_QKVW || k == P_PROJW || k == P_FCW ||
+           k == P_FCPW || k == P_HEADW;
+}
+
+/* Shape of one layer's slice of kind k (or of the whole tensor for global
+ * kinds). Returns ndim. */
+static int kind_shape(const ba_config *c, int k, int *shape)
+{
+    int C = c->n_embd, T = c->block_size, H = c->n_head;
+    switch (k) {
+    case P_TOK: shape[0] = c->vocab_size, shape[1] = C; return 2;
+    case P_POS: shape[0] = T, shape[1] = C; return 2;
+    case P_QKVW: shape[0] = 3 * C, shape[1] = C; return 2;
+    case P_QKVB: shape[0] = 3 * C; return 1;
+    case P_PROJW: shape[0] = C, shape[1] = C; return 2;
+    case P_J: shape[0] = H, shape[1] = T, shape[2] = T; return 3;
+    case P_FCW: shape[0] = 4 * C, shape[1] = C; return 2;
+    case P_FCB: shape[0] = 4 * C; return 1;
+    case P_FCPW: shape[0] = C, shape[1] = 4 * C; return 2;
+    case P_HEADW: shape[0] = c->out_size, shape[1] = C; return 2;
+    case P_HEADB: shape[0] = c->out_size; return 1;
+    default: shape[0] = C; return 1; /* LayerNorm weights and C-biases */
+    }
+}
+
+/* Enumerates the tensors that exist (size > 0) in checkpoint order; fills
+ * info for index idx. Returns the total count. */
+static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info)
+{
+    const ba_config *c = &m->cfg;
+    int n = 0;
+#define EMIT(kind, lay, nm)                                                                   \
+    do {                                                                                      \
+        if (m->psize[kind] > 0) {                                                             \
+            if (n == idx && info) {                                                           \
+                size_t per = m->psize[kind] / ((lay) < 0 ? 1 : (size_t)c->n_layer);           \
+                memset(info, 0, sizeof *info);                                                \
+                if ((lay) < 0)                                                                \
+                    snprintf(info->name, sizeof info->name, "%s", nm);                        \
+                else                                                                          \
+                    snprintf(info->name, sizeof info->name, "blocks.%d.%s", (int)(lay), nm);  \
+                info->ndim = kind_shape(c, kind, info->shape);                                \
+                info->offset = m->poff[kind] + ((lay) < 0 ? 0 : (size_t)(lay) * per);         \
+                info->size = per;                                                             \
+                info->decay = kind_decays(kind);                                              \
+            }                                                                                 \
+            n++;                                                                              \
+        }                                                                                     \
+    } while (0)
+    EMIT(P_TOK, -1, "tok_emb");
+    EMIT(P_POS, -1, "pos_emb");
+    for (int l = 0; l < c->n_layer; l++)
+        for (int t = 0; t < N_LAYER_TENSORS; t++)
+            EMIT(layer_tensors[t].kind, l, layer_tensors[t].name);
+    EMIT(P_LNFW, -1, "ln_f.weight");
+    EMIT(P_LNFB, -1, "ln_f.bias");
+    EMIT(P_HEADW, -1, "head.weight");
+    EMIT(P_HEADB, -1, "head.bias");
+#undef EMIT
+    return n;
+}
+
+int ba_model_num_tensors(const ba_model *m) { return walk_tensors(m, -1, NULL); }
+
+int ba_model_tensor(const ba_model *m, int idx, ba_tensor_info *info)
+{
+    int n = walk_tensors(m, idx, info);
+    if (idx < 0 || idx >= n)
+        return BA_ERR_ARG;
+    return BA_OK;
+}
+
+int ba_model_find_tensor(const ba_model *m, const char *name)
+{
+    ba_tensor_info t;
+    int n = ba_model_num_tensors(m);
+    for (int i = 0; i < n; i++) {
+        ba_model_tensor(m, i, &t);
+        if (strcmp(t.name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ forward */
+
+static int ensure_acts(ba_model *m, int B, char *err)
+{
+    size_t bt = (size_t)B * m->cfg.block_size;
+    if (bt <= m->cap_bt)
+        return BA_OK;
+    size_t asz[NUM_A], gsz[NUM_G], an = 0, gn = 0;
+    act_sizes(&m->cfg, bt, asz);
+    gact_sizes(&m->cfg, bt, gsz);
+    for (int i = 0; i < NUM_A; i++)
+        m->aoff[i] = an, an += asz[i];
+    for (int i = 0; i < NUM_G; i++)
+        m->goff[i] = gn, gn += gsz[i];
+    free(m->acts);
+    free(m->gacts);
+    free(m->inputs);
+    free(m->targets);
+    m->acts = malloc(sizeof(ba_real) * an);
+    m->gacts = malloc(sizeof(ba_real) * gn);
+    m->inputs = malloc(sizeof(int) * bt);
+    m->targets = malloc(sizeof(int) * bt);
+    if (!m->acts || !m->gacts || !m->inputs || !m->targets) {
+        free(m->acts), free(m->gacts), free(m->inputs), free(m->targets);
+        m->acts = m->gacts = NULL;
+        m->inputs = m->targets = NULL;
+        m->cap_bt = 0;
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate activations for batch size %d", B);
+    }
+    m->cap_bt = bt;
+    return BA_OK;
+}
+
+#define ACT(k) (m->acts + m->aoff[k])
+#define GACT(k) (m->gacts + m->goff[k])
+#define PAR(k) (m->mem + m->poff[k])
+#define GRAD(k) (m->mem + m->nparams + m->poff[k])
+
+int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,
+                     double *loss, char *err)
+{
+    const ba_config *c = &m->cfg;
+    if (!inputs)
+        return ba_fail(err, BA_ERR_ARG, "inputs are NULL");
+    if (B < 1)
+        return ba_fail(err, BA_ERR_ARG, "batch size B = %d must be at least 1", B);
+    if (T < 1 || T > c->block_size)
+        return ba_fail(err, BA_ERR_ARG, "sequence length T = %d is outside [1, %d]", T,
+                       c->block_size);
+    if (c->task == BA_TASK_BRACKETS && T != c->block_size)
+        return ba_fail(err, BA_ERR_ARG,
+                       "brackets sequences must have the model's length %d, got T = %d",
+                       c->block_size, T);
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++)
+        if (inputs[i] < 0 || inputs[i] >= c->vocab_size)
+            return ba_fail(err, BA_ERR_ARG, "token %d at batch %zu position %zu is outside [0, %d)",
+                           inputs[i], i / T, i % T, c->vocab_size);
+    int rc = ensure_acts(m, B, err);
+    if (rc)
+        return rc;
+    m->B = B, m->T = T;
+    m->has_targets = 0;
+    memcpy(m->inputs, inputs, sizeof(int) * N);
+    int L = c->n_layer, C = c->n_embd, H = c->n_head, O = c->out_size;
+    size_t NC = N * C;
+    size_t natt = N * H * T; /* B*H*T*T */
+
+    ba_real *enc = ACT(A_ENC);
+    const ba_real *tok = PAR(P_TOK), *pos = PAR(P_POS);
+    for (size_t i = 0; i < N; i++)
+        for (int k = 0; k < C; k++)
+            enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + pos[(i % T) * C + k];
+
+    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size};
+    const ba_real *x = enc;
+    for (int l = 0; l < L; l++) {
+        ba_real *ln1 = ACT(A_LN1) + l * NC, *qkv = ACT(A_QKV) + l * NC * 3;
+        ba_real *atty = ACT(A_ATTY) + l * NC, *attp = ACT(A_ATTPROJ) + l * NC;
+        ba_real *res2 = ACT(A_RES2) + l * NC;
+        ba_layernorm_forward(ln1, ACT(A_LN1M) + l * N, ACT(A_LN1R) + l * N, x,
+                             PAR(P_LN1W) + l * C, PAR(P_LN1B) + l * C, (int)N, C);
+        ba_linear_forward(qkv, ln1, PAR(P_QKVW) + (size_t)l * 3 * C * C, PAR(P_QKVB) + l * 3 * C,
+                          (int)N, C, 3 * C);
+        const ba_real *J = m->psize[P_J] ? PAR(P_J) + (size_t)l * H * c->block_size * c->block_size
+                                         : NULL;
+        rc = ba_attention_forward(&as, atty, ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, qkv,
+                                  J, err);
+        if (rc)
+            return rc;
+        ba_linear_forward(attp, atty, PAR(P_PROJW) + (size_t)l * C * C, PAR(P_PROJB) + l * C,
+                          (int)N, C, C);
+        ba_residual_forward(res2, x, attp, NC);
+        x = res2;
+        if (c->ffn) {
+            size_t F = 4 * (size_t)C;
+            ba_real *ln2 = ACT(A_LN2) + l * NC, *fch = ACT(A_FCH) + l * N * F;
+            ba_real *fchg = ACT(A_FCHG) + l * N * F, *fcp = ACT(A_FCPROJ) + l * NC;
+            ba_real *res3 = ACT(A_RES3) + l * NC;
+            ba_layernorm_forward(ln2, ACT(A_LN2M) + l * N, ACT(A_LN2R) + l * N, res2,
+                                 PAR(P_LN2W) + l * C, PAR(P_LN2B) + l * C, (int)N, C);
+            ba_linear_forward(fch, ln2, PAR(P_FCW) + l * F * C, PAR(P_FCB) + l * F, (int)N, C,
+                              (int)F);
+            ba_gelu_forward(fchg, fch, N * F);
+            ba_linear_forward(fcp, fchg, PAR(P_FCPW) + l * F * C, PAR(P_FCPB) + l * C, (int)N,
+                              (int)F, C);
+            ba_residual_forward(res3, res2, fcp, NC);
+            x = res3;
+        }
+    }
+    ba_layernorm_forward(ACT(A_LNF), ACT(A_LNFM), ACT(A_LNFR), x, PAR(P_LNFW), PAR(P_LNFB),
+                         (int)N, C);
+    ba_linear_forward(ACT(A_LOGITS), ACT(A_LNF), PAR(P_HEADW), PAR(P_HEADB), (int)N, C, O);
+
+    double ls = 0.0;
+    long cnt = 0;
+    rc = ba_crossentropy_forward(ACT(A_LOGITS), ACT(A_PROBS), targets, (int)N, O, T,
+                                 c->task == BA_TASK_BRACKETS, &ls, &cnt, err);
+    if (rc)
+        return rc;
+    if (targets) {
+        memcpy(m->targets, targets, sizeof(int) * N);
+        m->has_targets = 1;
+    }
+    m->n_targets = cnt;
+    double mean = cnt > 0 ? ls / cnt : 0.0;
+    if (!isfinite(mean))
+        return ba_fail(err, BA_ERR_NUMERIC, "loss is not finite (%g)", mean);
+    if (loss)
+        *loss = mean;
+    return BA_OK;
+}
+
+const ba_real *ba_model_logits(const ba_model *m) { return m->acts ? ACT(A_LOGITS) : NULL; }
+
+const ba_real *ba_model_attention(const ba_model *m, int l)
+{
+    if (!m->acts || l < 0 || l >= m->cfg.n_layer)
+        return NULL;
+    return ACT(A_ATT) + (size_t)l * m->B * m->cfg.n_head * m->T * m->T;
+}
+
+/* ----------------------------------------------------------- backward */
+
+void ba_model_zero_grad(ba_model *m) { memset(GRAD(0), 0, sizeof(ba_real) * m->nparams); }
+
+int ba_model_backward(ba_model *m, char *err)
+{
+    if (!m->has_targets)
+        return ba_fail(err, BA_ERR_ARG, "backward needs a forward pass with targets first");
+    const ba_config *c = &m->cfg;
+    int B = m->B, T = m->T, L = c->n_layer, C = c->n_embd, H = c->n_head, O = c->out_size;
+    size_t N = (size_t)B * T, NC = N * C, F = 4 * (size_t)C;
+    size_t natt = N * H * T;
+    int rc;
+
+    ba_real *dx = GACT(G_X), *dln = GACT(G_LN), *dlogits = GACT(G_LOGITS);
+    memset(dlogits, 0, sizeof(ba_real) * N * O);
+    if (m->n_targets > 0)
+        ba_crossentropy_backward(dlogits, ACT(A_PROBS), m->targets, (int)N, O,
+                                 1.0 / (double)m->n_targets);
+    memset(dln, 0, sizeof(ba_real) * NC);
+    ba_linear_backward(dln, GRAD(P_HEADW), GRAD(P_HEADB), dlogits, ACT(A_LNF), PAR(P_HEADW),
+                       (int)N, C, O);
+    const ba_real *xlast = L == 0 ? ACT(A_ENC)
+                           : c->ffn ? ACT(A_RES3) + (size_t)(L - 1) * NC
+                                    : ACT(A_RES2) + (size_t)(L - 1) * NC;
+    memset(dx, 0, sizeof(ba_real) * NC);
+    ba_layernorm_backward(dx, GRAD(P_LNFW), GRAD(P_LNFB), dln, xlast, PAR(P_LNFW), ACT(A_LNFM),
+                          ACT(A_LNFR), (int)N, C);
+
+    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size};
+    size_t JL = (size_t)H * c->block_size * c->block_size;
+    /* dx holds dL/d(residual stream) at the output of layer l on entry and at
+     * its input on exit: each residual add passes it through unchanged and
+     * the branch adds its own contribution. */
+    for (int l = L - 1; l >= 0; l--) {
+        const ba_real *xin = l == 0 ? ACT(A_ENC)
+                             : c->ffn ? ACT(A_RES3) + (size_t)(l - 1) * NC
+                                      : ACT(A_RES2) + (size_t)(l - 1) * NC;
+        if (c->ffn) {
+            ba_real *dfchg = GACT(G_FCHG), *dfch = GACT(G_FCH);
+            memset(dfchg, 0, sizeof(ba_real) * N * F);
+            memset(dfch, 0, sizeof(ba_real) * N * F);
+            ba_linear_backward(dfchg, GRAD(P_FCPW) + l * F * C, GRAD(P_FCPB) + l * C, dx,
+                               ACT(A_FCHG) + l * N * F, PAR(P_FCPW) + l * F * C, (int)N, (int)F,
+                               C);
+            ba_gelu_backward(dfch, ACT(A_FCH) + l * N * F, dfchg, N * F);
+            memset(dln, 0, sizeof(ba_real) * NC);
+            ba_linear_backward(dln, GRAD(P_FCW) + l * F * C, GRAD(P_FCB) + l * F, dfch,
+                               ACT(A_LN2) + l * NC, PAR(P_FCW) + l * F * C, (int)N, C, (int)F);
+            ba_layernorm_backward(dx, GRAD(P_LN2W) + l * C, GRAD(P_LN2B) + l * C, dln,
+                                  ACT(A_RES2) + l * NC, PAR(P_LN2W) + l * C,
+                                  ACT(A_LN2M) + l * N, ACT(A_LN2R) + l * N, (int)N, C);
+        }
+        ba_real *datty = GACT(G_ATTY), *dqkv = GACT(G_QKV);
+        memset(datty, 0, sizeof(ba_real) * NC);
+        memset(dqkv, 0, sizeof(ba_real) * NC * 3);
+        ba_linear_backward(datty, GRAD(P_PROJW) + (size_t)l * C * C, GRAD(P_PROJB) + l * C, dx,
+                           ACT(A_ATTY) + l * NC, PAR(P_PROJW) + (size_t)l * C * C, (int)N, C, C);
+        const ba_real *J = m->psize[P_J] ? PAR(P_J) + l * JL : NULL;
+        ba_real *dJ = m->psize[P_J] ? GRAD(P_J) + l * JL : NULL;
+        rc = ba_attention_backward(&as, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3, J,
+                                   ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, err);
+        if (rc)
+            return rc;
+        memset(dln, 0, sizeof(ba_real) * NC);
+        ba_linear_backward(dln, GRAD(P_QKVW) + (size_t)l * 3 * C * C, GRAD(P_QKVB) + l * 3 * C,
+                           dqkv, ACT(A_LN1) + l * NC, PAR(P_QKVW) + (size_t)l * 3 * C * C,
+                           (int)N, C, 3 * C);
+        ba_layernorm_backward(dx, GRAD(P_LN1W) + l * C, GRAD(P_LN1B) + l * C, dln, xin,
+                              PAR(P_LN1W) + l * C, ACT(A_LN1M) + l * N, ACT(A_LN1R) + l * N,
+                              (int)N, C);
+    }
+    ba_real *dtok = GRAD(P_TOK), *dpos = GRAD(P_POS);
+    for (size_t i = 0; i < N; i++)
+        for (int k = 0; k < C; k++) {
+            dtok[(size_t)m->inputs[i] * C + k] += dx[i * C + k];
+            dpos[(i % T) * C + k] += dx[i * C + k];
+        }
+    return BA_OK;
+}
+
+/* ---------------------------------------------------------- optimiser */
+
+ba_adamw ba_adamw_default(void)
+{
+    ba_adamw o = {0.9, 0.99, 1e-8, 0.1, 1.0};
+    return o;
+}
+
+double ba_lr_schedule(long step, long total, long warmup, double lr_max, double lr_min)
+{
+    if (warmup > 0 && step < warmup)
+        return lr_max * (double)(step + 1) / (double)warmup;
+    if (step >= total)
+        return lr_min;
+    double span = (double)(total - warmup);
+    double frac = span > 0 ? (double)(step - warmup) / span : 1.0;
+    return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(M_PI * frac));
+}
+
+int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, char *err)
+{
+    ba_real *p = m->mem, *g = ba_model_grads(m), *mm = ba_model_adam_m(m), *vv = ba_model_adam_v(m);
+    int nt = ba_model_num_tensors(m);
+    double ss = 0.0;
+    for (int t = 0; t < nt; t++) {
+        ba_tensor_info info;
+        ba_model_tensor(m, t, &info);
+        double ts = 0.0;
+        for (size_t i = info.offset; i < info.offset + info.size; i++)
+            ts += (double)g[i] * g[i];
+        if (!isfinite(ts))
+            return ba_fail(err, BA_ERR_NUMERIC, "gradient of %s is not finite", info.name);
+        ss += ts;
+    }
+    double norm = sqrt(ss);
+    if (grad_norm)
+        *grad_norm = norm;
+    double clip = (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
+    m->step++;
+    double bc1 = 1.0 - pow(o->beta1, (double)m->step);
+    double bc2 = 1.0 - pow(o->beta2, (double)m->step);
+    for (int t = 0; t < nt; t++) {
+        ba_tensor_info info;
+        ba_model_tensor(m, t, &info);
+        double wd = info.decay ? o->weight_decay : 0.0;
+        for (size_t i = info.offset; i < info.offset + info.size; i++) {
+            double gi = g[i] * clip;
+            double mi = o->beta1 * mm[i] + (1.0 - o->beta1) * gi;
+            double vi = o->beta2 * vv[i] + (1.0 - o->beta2) * gi * gi;
+            mm[i] = (ba_real)mi;
+            vv[i] = (ba_real)vi;
+            double upd = (mi / bc1) / (sqrt(vi / bc2) + o->eps) + wd * p[i];
+            p[i] = (ba_real)(p[i] - lr * upd);
+        }
+    }
+    /* J's unused entries (j >= k) get no gradient and no decay, so they
+     * stay exactly zero and a checkpoint shows only what the model uses. */
+    return BA_OK;
+}
+
+/* --------------------------------------------------------- evaluation */
+
+int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_result *res,
+                char *err)
+{
+    const ba_config *c = &m->cfg;
+    int T = ba_dataset_block_size(d);
+    if (ba_dataset_task(d) != c->task)
+        return ba_fail(err, BA_ERR_ARG, "dataset task %s does not match the model's task %s",
+                       ba_task_name(ba_dataset_task(d)), ba_task_name(c->task));
+    if (T != c->block_size)
+        return ba_fail(err, BA_ERR_ARG, "dataset block size %d does not match the model's %d", T,
+                       c->block_size);
+    if (ba_dataset_vocab_size(d) != c->vocab_size)
+        return ba_fail(err, BA_ERR_ARG, "dataset vocabulary size %d does not match the model's %d",
+                       ba_dataset_vocab_size(d), c->vocab_size);
+    if (B < 1)
+        return ba_fail(err, BA_ERR_ARG, "evaluation batch size %d must be at least 1", B);
+    int total = ba_dataset_num_eval(d);
+    int n = (max_items <= 0 || max_items >= total) ? total : max_items;
+    int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
+    if (!in || !tg) {
+        free(in), free(tg);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an evaluation batch");
+    }
+    double loss_sum = 0.0;
+    long targets = 0, correct = 0;
+    int rc = BA_OK;
+    for (int start = 0; start < n && rc == BA_OK; start += B) {
+        int bs = n - start < B ? n - start : B;
+        for (int k = 0; k < bs; k++) {
+            /* an evenly spaced, deterministic subset when n < total */
+            int idx = (int)((long long)(start + k) * total / n);
+            ba_dataset_eval_item(d, idx, in + (size_t)k * T, tg + (size_t)k * T);
+        }
+        double loss;
+        rc = ba_model_forward(m, in, tg, bs, T, &loss, err);
+        if (rc)
+            break;
+        loss_sum += loss * m->n_targets;
+        targets += m->n_targets;
+        const ba_real *lg = ba_model_logits(m);
+        int O = c->out_size;
+        for (size_t r = 0; r < (size_t)bs * T; r++) {
+            if (tg[r] < 0)
+                continue;
+            const ba_real *x = lg + r * O;
+            int best = 0;
+            for (int o = 1; o < O; o++)
+                if (x[o] > x[best])
+                    best = o;
+            correct += best == tg[r];
+        }
+    }
+    free(in), free(tg);
+    if (rc)
+        return rc;
+    res->n_items = n;
+    res->n_targets = targets;
+    res->loss = targets ? loss_sum / targets : 0.0;
+    res->ppl = exp(res->loss);
+    res->accuracy = targets ? (double)correct / targets : 0.0;
+    return BA_OK;
+}

@@ -1,0 +1,592 @@
+/* The two tasks as datasets: charlm (next byte over any file) and brackets
+ * (point from each close to its matching open, uniform valid prefixes with
+ * a held-out set that training never sees). */
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Brackets are capped so a sequence fits a fixed stack and the DP table
+ * fits the dataset struct; counts saturate uint64 long before that anyway
+ * for kinds >= 2. */
+#define BR_MAX_T 64
+#define BR_MAX_KINDS 4
+
+struct ba_dataset {
+    ba_task task;
+    int T;
+    int vocab_size;
+    uint8_t vocab[256]; /* charlm: token id -> byte */
+
+    /* charlm: the whole file as token ids, train split first. */
+    uint8_t *tokens; /* (n_train + n_val) */
+    size_t n_train, n_val;
+    int n_windows; /* validation windows */
+
+    /* brackets */
+    int kinds;
+    int n_heldout_req; /* as requested, for the config */
+    uint64_t data_seed;
+    /* f[t][d]: ways to finish positions t..T-1 from depth d. Only entries
+     * with d <= t reachable from (0,0) are exact; the rest may saturate. */
+    uint64_t f[BR_MAX_T + 1][BR_MAX_T + 2];
+    uint64_t total;      /* f[0][0] = number of valid prefixes */
+    int n_held;          /* held-out sequences actually stored */
+    uint8_t *held;       /* (n_held, T) in generation order */
+    uint32_t *slots;     /* (n_slots) held index + 1, 0 = empty */
+    size_t n_slots;      /* power of two, at least 2 * n_held */
+    double baseline;     /* position baseline over the held-out set */
+};
+
+/* -------------------------------------------------------------- helpers */
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return UINT64_MAX;
+    return a * b;
+}
+
+/* Printable ASCII: messages show such a byte as a character too. */
+static int is_print(int c) { return c >= 32 && c < 127; }
+
+/* inverse[b] = token id of byte b, or -1. BA_ERR_ARG on a repeated byte,
+ * which would make decoding ambiguous. */
+static int build_inverse(const uint8_t *vocab, int vocab_size, int inverse[256], char *err)
+{
+    if (!vocab)
+        return ba_fail(err, BA_ERR_ARG, "vocabulary is NULL");
+    if (vocab_size < 1 || vocab_size > 256)
+        return ba_fail(err, BA_ERR_ARG, "vocab_size = %d is out of range [1, 256]", vocab_size);
+    for (int b = 0; b < 256; b++)
+        inverse[b] = -1;
+    for (int i = 0; i < vocab_size; i++) {
+        if (inverse[vocab[i]] >= 0)
+            return ba_fail(err, BA_ERR_ARG,
+                           "vocabulary repeats byte %d at ids %d and %d", vocab[i],
+                           inverse[vocab[i]], i);
+        inverse[vocab[i]] = i;
+    }
+    return BA_OK;
+}
+
+/* Reads a whole file into a malloc'd buffer; works for pipes too since it
+ * never trusts a seek-reported size. */
+static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return ba_fail(err, BA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf) {
+        fclose(fp);
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap > SIZE_MAX / 2) {
+                free(buf);
+                fclose(fp);
+                return ba_fail(err, BA_ERR_NOMEM, "'%s' is too large to load", path);
+            }
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                return ba_fail(err, BA_ERR_NOMEM, "out of memory reading '%s' (%zu bytes so far)",
+                               path, n);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, fp);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(fp)) {
+        int e = errno;
+        free(buf);
+        fclose(fp);
+        return ba_fail(err, BA_ERR_IO, "error reading '%s': %s", path, strerror(e));
+    }
+    fclose(fp);
+    *out = buf;
+    *len = n;
+    return BA_OK;
+}
+
+/* ---------------------------------------------------------------- charlm */
+
+int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
+                      int vocab_size, int block_size, char *err)
+{
+    if (!out)
+        return ba_fail(err, BA_ERR_ARG, "out is NULL");
+    *out = NULL;
+    if (!path)
+        return ba_fail(err, BA_ERR_ARG, "path is NULL");
+    if (block_size < 1 || block_size > BA_MAX_BLOCK)
+        return ba_fail(err, BA_ERR_ARG, "block_size (T) = %d is out of range [1, %d]", block_size,
+                       BA_MAX_BLOCK);
+    int inverse[256];
+    if (vocab) {
+        int rc = build_inverse(vocab, vocab_size, inverse, err);
+        if (rc)
+            return rc;
+    }
+
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &buf, &len, err);
+    if (rc)
+        return rc;
+    if (len == 0) {
+        free(buf);
+        return ba_fail(err, BA_ERR_FORMAT, "'%s' is empty: charlm needs text to train on", path);
+    }
+
+    /* n_train = floor(0.9 * len) computed exactly in integers (9*len/10
+     * without overflow); validation is the remaining len - n_train bytes.
+     * For Tiny Shakespeare: 1003854 train, 111540 validation. */
+    size_t n_train = (len / 10) * 9 + (len % 10) * 9 / 10;
+    size_t n_val = len - n_train;
+    size_t win = (size_t)block_size + 1;
+    if (n_train < win || n_val < win) {
+        free(buf);
+        return ba_fail(err, BA_ERR_FORMAT,
+                       "'%s' has %zu bytes: train (%zu) and validation (%zu) splits must each hold "
+                       "a window of T+1 = %zu bytes",
+                       path, len, n_train, n_val, win);
+    }
+    size_t n_windows = (n_val - win) / (size_t)block_size + 1;
+    if (n_windows > INT_MAX) {
+        free(buf);
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "'%s' gives %zu validation windows at T = %d, more than %d", path,
+                       n_windows, block_size, INT_MAX);
+    }
+
+    ba_dataset *d = calloc(1, sizeof *d);
+    if (!d) {
+        free(buf);
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory allocating the dataset");
+    }
+    d->task = BA_TASK_CHARLM;
+    d->T = block_size;
+    d->n_train = n_train;
+    d->n_val = n_val;
+    d->n_windows = (int)n_windows;
+    d->baseline = -1.0;
+
+    if (vocab) {
+        memcpy(d->vocab, vocab, (size_t)vocab_size);
+        d->vocab_size = vocab_size;
+        for (size_t i = 0; i < len; i++) {
+            int id = inverse[buf[i]];
+            if (id < 0) {
+                int b = buf[i];
+                free(buf);
+                free(d);
+                if (is_print(b))
+                    return ba_fail(err, BA_ERR_FORMAT,
+                                   "byte %d ('%c') at offset %zu of '%s' is not in the given "
+                                   "vocabulary of %d symbols",
+                                   b, b, i, path, vocab_size);
+                return ba_fail(err, BA_ERR_FORMAT,
+                               "byte %d (0x%02x) at offset %zu of '%s' is not in the given "
+                               "vocabulary of %d symbols",
+                               b, b, i, path, vocab_size);
+            }
+            buf[i] = (uint8_t)id;
+        }
+    } else {
+        int seen[256] = {0};
+        for (size_t i = 0; i < len; i++)
+            seen[buf[i]] = 1;
+        int map[256];
+        int V = 0;
+        for (int b = 0; b < 256; b++)
+            if (seen[b]) {
+                map[b] = V;
+                d->vocab[V++] = (uint8_t)b;
+            }
+        d->vocab_size = V;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (uint8_t)map[buf[i]];
+    }
+    d->tokens = buf; /* encoded in place: ids fit a byte since V <= 256 */
+    *out = d;
+    return BA_OK;
+}
+
+/* -------------------------------------------------------------- brackets */
+
+uint64_t ba_brackets_count(int T, int kinds)
+{
+    if (T < 0 || kinds < 1)
+        return 0;
+    /* The count grows with T (every prefix extends by an open), and
+     * C(128,64) > 2^64 already for one kind: no need to run the DP. */
+    if (T > 128)
+        return UINT64_MAX;
+    uint64_t g[131]; /* g[d] = f(t, d) for the current t, d in [0, T+1] */
+    for (int d = 0; d <= T + 1; d++)
+        g[d] = 1;
+    for (int t = T - 1; t >= 0; t--) {
+        /* In-place update from low d upward would clobber g[d-1]; keep it. */
+        uint64_t prev = 0; /* old g[d-1] */
+        for (int d = 0; d <= t; d++) {
+            uint64_t cur = g[d];
+            uint64_t v = sat_mul((uint64_t)kinds, g[d + 1]);
+            if (d > 0)
+                v = sat_add(v, prev);
+            prev = cur;
+            g[d] = v;
+        }
+    }
+    return g[0];
+}
+
+/* 64-bit hash of a token sequence: multiply-xor per token, then a final
+ * avalanche so the low bits used for slots depend on every token. */
+static uint64_t seq_hash(const uint8_t *s, int T)
+{
+    uint64_t h = 0x243f6a8885a308d3ULL;
+    for (int i = 0; i < T; i++)
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Slot holding s, or the empty slot where it would go. */
+static size_t held_probe(const ba_dataset *d, const uint8_t *s)
+{
+    size_t mask = d->n_slots - 1;
+    size_t i = (size_t)seq_hash(s, d->T) & mask;
+    while (d->slots[i]) {
+        const uint8_t *h = d->held + (size_t)(d->slots[i] - 1) * (size_t)d->T;
+        if (memcmp(h, s, (size_t)d->T) == 0)
+            return i;
+        i = (i + 1) & mask;
+    }
+    return i;
+}
+
+static int is_held(const ba_dataset *d, const uint8_t *s)
+{
+    return d->n_held > 0 && d->slots[held_probe(d, s)] != 0;
+}
+
+/* One uniform valid prefix into s (T). Exact: at (t, d) the draw r is
+ * uniform over the f(t,d) completions; the first kinds*f(t+1,d+1) of them
+ * open (kind = r / f(t+1,d+1)), the rest close the top of the stack. */
+static void sample_prefix(const ba_dataset *d, ba_rng *rng, uint8_t *s)
+{
+    int stack[BR_MAX_T]; /* kinds of the unmatched opens */
+    int depth = 0;
+    for (int t = 0; t < d->T; t++) {
+        uint64_t r = ba_rng_below(rng, d->f[t][depth]);
+        uint64_t up = d->f[t + 1][depth + 1];
+        if (r < (uint64_t)d->kinds * up) {
+            int k = (int)(r / up);
+            stack[depth++] = k;
+            s[t] = (uint8_t)(2 * k);
+        } else {
+            s[t] = (uint8_t)(2 * stack[--depth] + 1);
+        }
+    }
+}
+
+/* Tokens and targets of s: a close at i points at its matching open j. */
+static void fill_item(int T, const uint8_t *s, int *inputs, int *targets)
+{
+    int stack[BR_MAX_T]; /* positions of the unmatched opens */
+    int depth = 0;
+    for (int t = 0; t < T; t++) {
+        inputs[t] = s[t];
+        if (s[t] % 2 == 0) {
+            stack[depth++] = t;
+            targets[t] = -1;
+        } else {
+            targets[t] = depth > 0 ? stack[--depth] : -1;
+        }
+    }
+}
+
+/* Best accuracy from the position of each close alone: per position the
+ * most frequent target wins. 0 when the held-out set has no closes. */
+static double position_baseline(const ba_dataset *d)
+{
+    int T = d->T;
+    long count[BR_MAX_T][BR_MAX_T]; /* (i, j) close at i matching j */
+    memset(count, 0, sizeof count);
+    long closes = 0;
+    int in[BR_MAX_T], tg[BR_MAX_T];
+    for (int n = 0; n < d->n_held; n++) {
+        fill_item(T, d->held + (size_t)n * (size_t)T, in, tg);
+        for (int i = 0; i < T; i++)
+            if (tg[i] >= 0) {
+                count[i][tg[i]]++;
+                closes++;
+            }
+    }
+    if (closes == 0)
+        return 0.0;
+    long best = 0;
+    for (int i = 0; i < T; i++) {
+        long m = 0;
+        for (int j = 0; j < i; j++)
+            if (count[i][j] > m)
+                m = count[i][j];
+        best += m;
+    }
+    return (double)best / (double)closes;
+}
+
+int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
+                        uint64_t data_seed, char *err)
+{
+    if (!out)
+        return ba_fail(err, BA_ERR_ARG, "out is NULL");
+    *out = NULL;
+    if (T < 1 || T > BR_MAX_T)
+        return ba_fail(err, BA_ERR_ARG, "brackets block_size (T) = %d is out of range [1, %d]", T,
+                       BR_MAX_T);
+    if (kinds < 1 || kinds > BR_MAX_KINDS)
+        return ba_fail(err, BA_ERR_ARG, "kinds = %d is out of range [1, %d]", kinds,
+                       BR_MAX_KINDS);
+    if (n_heldout < 0)
+        return ba_fail(err, BA_ERR_ARG, "n_heldout = %d must be >= 0", n_heldout);
+
+    ba_dataset *d = calloc(1, sizeof *d);
+    if (!d)
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory allocating the dataset");
+    d->task = BA_TASK_BRACKETS;
+    d->T = T;
+    d->kinds = kinds;
+    d->vocab_size = 2 * kinds;
+    d->n_heldout_req = n_heldout;
+    d->data_seed = data_seed;
+
+    for (int dd = 0; dd <= T + 1; dd++)
+        d->f[T][dd] = 1;
+    for (int t = T - 1; t >= 0; t--)
+        for (int dd = 0; dd <= t; dd++) {
+            uint64_t v = sat_mul((uint64_t)kinds, d->f[t + 1][dd + 1]);
+            if (dd > 0)
+                v = sat_add(v, d->f[t + 1][dd - 1]);
+            d->f[t][dd] = v;
+        }
+    /* f[0][0] bounds every reachable entry (each reachable state extends
+     * to at least that many distinct prefixes), so it alone tells whether
+     * the sampler's arithmetic is exact. */
+    d->total = d->f[0][0];
+    if (d->total == UINT64_MAX) {
+        free(d);
+        return ba_fail(err, BA_ERR_ARG,
+                       "T = %d with %d kinds has too many valid prefixes to count in 64 bits",
+                       T, kinds);
+    }
+    if (d->total < 2) {
+        uint64_t total = d->total;
+        free(d);
+        return ba_fail(err, BA_ERR_ARG,
+                       "T = %d with %d kinds has only %llu valid prefix: no room for a disjoint "
+                       "held-out set",
+                       T, kinds, (unsigned long long)total);
+    }
+
+    /* Held-out size: min(n_heldout, floor(total / 5)), raised to 1 when
+     * the 20 % cap floors to 0 (total in [2, 4]) and n_heldout > 0. */
+    uint64_t cap = d->total / 5;
+    if (cap == 0)
+        cap = 1;
+    d->n_held = (uint64_t)n_heldout < cap ? n_heldout : (int)cap;
+
+    if (d->n_held > 0) {
+        size_t bytes, slot_bytes;
+        size_t n_slots = 1;
+        while (n_slots < 2 * (size_t)d->n_held)
+            n_slots *= 2;
+        if (ba_mul_size((size_t)d->n_held, (size_t)T, &bytes) ||
+            ba_mul_size(n_slots, sizeof *d->slots, &slot_bytes)) {
+            int n = d->n_held;
+            free(d);
+            return ba_fail(err, BA_ERR_NOMEM, "held-out set of %d sequences is too large", n);
+        }
+        d->held = malloc(bytes);
+        d->slots = calloc(n_slots, sizeof *d->slots);
+        if (!d->held || !d->slots) {
+            int n = d->n_held;
+            free(d->held);
+            free(d->slots);
+            free(d);
+            return ba_fail(err, BA_ERR_NOMEM,
+                           "out of memory for a held-out set of %d sequences of length %d", n, T);
+        }
+        d->n_slots = n_slots;
+
+        /* Distinct uniform draws in generation order; at most 20 % of the
+         * space is taken (50 % for total <= 4) so rejection ends quickly. */
+        ba_rng rng;
+        ba_rng_seed(&rng, data_seed);
+        int have = 0;
+        while (have < d->n_held) {
+            uint8_t *s = d->held + (size_t)have * (size_t)T;
+            sample_prefix(d, &rng, s);
+            size_t slot = held_probe(d, s);
+            if (d->slots[slot] == 0) {
+                d->slots[slot] = (uint32_t)have + 1;
+                have++;
+            }
+        }
+    }
+    d->baseline = position_baseline(d);
+    *out = d;
+    return BA_OK;
+}
+
+void ba_dataset_free(ba_dataset *d)
+{
+    if (!d)
+        return;
+    free(d->tokens);
+    free(d->held);
+    free(d->slots);
+    free(d);
+}
+
+/* ------------------------------------------------------------ accessors */
+
+ba_task ba_dataset_task(const ba_dataset *d) { return d ? d->task : BA_TASK_CHARLM; }
+int ba_dataset_block_size(const ba_dataset *d) { return d ? d->T : 0; }
+int ba_dataset_vocab_size(const ba_dataset *d) { return d ? d->vocab_size : 0; }
+
+const uint8_t *ba_dataset_vocab(const ba_dataset *d)
+{
+    return d && d->task == BA_TASK_CHARLM ? d->vocab : NULL;
+}
+
+void ba_config_set_data(ba_config *cfg, const ba_dataset *d)
+{
+    if (!cfg || !d)
+        return;
+    cfg->task = d->task;
+    cfg->block_size = d->T;
+    cfg->vocab_size = d->vocab_size;
+    /* Clear the table first so a brackets config carries no stale bytes. */
+    memset(cfg->vocab, 0, sizeof cfg->vocab);
+    if (d->task == BA_TASK_CHARLM) {
+        memcpy(cfg->vocab, d->vocab, (size_t)d->vocab_size);
+        cfg->out_size = d->vocab_size;
+    } else {
+        cfg->out_size = d->T;
+        cfg->kinds = d->kinds;
+        cfg->n_heldout = d->n_heldout_req;
+        cfg->data_seed = d->data_seed;
+    }
+}
+
+void ba_dataset_train_batch(const ba_dataset *d, ba_rng *rng, int B, int *inputs, int *targets)
+{
+    if (!d || !rng || !inputs || !targets || B < 1)
+        return;
+    int T = d->T;
+    for (int b = 0; b < B; b++) {
+        int *in = inputs + (size_t)b * (size_t)T;  // (T)
+        int *tg = targets + (size_t)b * (size_t)T; // (T)
+        if (d->task == BA_TASK_CHARLM) {
+            /* start in [0, n_train - T - 1] so all T+1 bytes are train */
+            size_t start = (size_t)ba_rng_below(rng, d->n_train - (size_t)T);
+            const uint8_t *w = d->tokens + start;
+            for (int t = 0; t < T; t++) {
+                in[t] = w[t];
+                tg[t] = w[t + 1];
+            }
+        } else {
+            uint8_t s[BR_MAX_T];
+            do
+                sample_prefix(d, rng, s);
+            while (is_held(d, s));
+            fill_item(T, s, in, tg);
+        }
+    }
+}
+
+int ba_dataset_num_eval(const ba_dataset *d)
+{
+    if (!d)
+        return 0;
+    return d->task == BA_TASK_CHARLM ? d->n_windows : d->n_held;
+}
+
+void ba_dataset_eval_item(const ba_dataset *d, int idx, int *inputs, int *targets)
+{
+    if (!d || !inputs || !targets || idx < 0 || idx >= ba_dataset_num_eval(d))
+        return;
+    int T = d->T;
+    if (d->task == BA_TASK_CHARLM) {
+        const uint8_t *w = d->tokens + d->n_train + (size_t)idx * (size_t)T;
+        for (int t = 0; t < T; t++) {
+            inputs[t] = w[t];
+            targets[t] = w[t + 1];
+        }
+    } else {
+        fill_item(T, d->held + (size_t)idx * (size_t)T, inputs, targets);
+    }
+}
+
+void ba_dataset_sizes(const ba_dataset *d, uint64_t *train, uint64_t *eval)
+{
+    uint64_t tr = 0, ev = 0;
+    if (d && d->task == BA_TASK_CHARLM) {
+        tr = d->n_train;
+        ev = d->n_val;
+    } else if (d) {
+        tr = d->total - (uint64_t)d->n_held;
+        ev = (uint64_t)d->n_held;
+    }
+    if (train)
+        *train = tr;
+    if (eval)
+        *eval = ev;
+}
+
+double ba_dataset_position_baseline(const ba_dataset *d) { return d ? d->baseline : -1.0; }
+
+int ba_encode_text(const uint8_t *vocab, int vocab_size, const char *text, size_t len, int *out,
+                   char *err)
+{
+    int inverse[256];
+    int rc = build_inverse(vocab, vocab_size, inverse, err);
+    if (rc)
+        return rc;
+    if (len > 0 && (!text || !out))
+        return ba_fail(err, BA_ERR_ARG, "text or out is NULL with len = %zu", len);
+    for (size_t i = 0; i < len; i++) {
+        int b = (unsigned char)text[i];
+        if (inverse[b] < 0) {
+            if (is_print(b))
+                return ba_fail(err, BA_ERR_ARG,
+                               "byte %d ('%c') at position %zu is not in the vocabulary of %d "
+                               "symbols",
+                               b, b, i, vocab_size);
+            return ba_fail(err, BA_ERR_ARG,
+                           "byte %d (0x%02x) at position %zu is not in the vocabulary of %d "
+                           "symbols",
+                           b, b, i, vocab_size);
+        }
+        out[i] = inverse[b];
+    }
+    return BA_OK;
+}

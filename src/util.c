@@ -1,0 +1,219 @@
+/* Small shared pieces: status strings, error formatting, the RNG, enum
+ * names and the model config's defaults and validation. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+int ba_fail(char *err, int status, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, BA_ERR_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+const char *ba_status_str(int status)
+{
+    switch (status) {
+    case BA_OK: return "ok";
+    case BA_ERR_ARG: return "bad argument";
+    case BA_ERR_IO: return "i/o error";
+    case BA_ERR_FORMAT: return "malformed input";
+    case BA_ERR_NOMEM: return "out of memory";
+    case BA_ERR_NUMERIC: return "non-finite value";
+    case BA_ERR_LIMIT: return "beyond the engine's limit";
+    default: return "unknown status";
+    }
+}
+
+/* ------------------------------------------------------------------ RNG */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void ba_rng_seed(ba_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ba_rng_u64(ba_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double ba_rng_uniform(ba_rng *r) { return (double)(ba_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+uint64_t ba_rng_below(ba_rng *r, uint64_t n)
+{
+    if (n == 0)
+        return 0;
+    /* Rejection on the top of the range keeps every residue equally likely. */
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do {
+        x = ba_rng_u64(r);
+    } while (x >= limit);
+    return x % n;
+}
+
+double ba_rng_normal(ba_rng *r)
+{
+    double u1 = 1.0 - ba_rng_uniform(r); /* (0, 1], so log is finite */
+    double u2 = ba_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* -------------------------------------------------------------- enums */
+
+static const char *const attn_names[] = {"softmax", "sigmoid", "boltzmann", "coupling"};
+static const char *const task_names[] = {"charlm", "brackets"};
+static const char *const engine_names[] = {"reference"};
+
+static int parse_name(const char *s, const char *const *names, int n, int *out,
+                      const char *what, char *err)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return BA_OK;
+        }
+    char list[128] = "";
+    for (int i = 0; i < n; i++) {
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+        if (i + 1 < n)
+            strncat(list, "|", sizeof list - strlen(list) - 1);
+    }
+    return ba_fail(err, BA_ERR_ARG, "unknown %s '%s' (expected %s)", what, s ? s : "(null)", list);
+}
+
+const char *ba_attn_name(ba_attn a) { return (unsigned)a < 4 ? attn_names[a] : "?"; }
+const char *ba_task_name(ba_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
+const char *ba_engine_name(ba_engine e) { return (unsigned)e < 1 ? engine_names[e] : "?"; }
+
+int ba_attn_parse(const char *s, ba_attn *out, char *err)
+{
+    int v;
+    int rc = parse_name(s, attn_names, 4, &v, "attention variant", err);
+    if (rc == BA_OK)
+        *out = (ba_attn)v;
+    return rc;
+}
+
+int ba_task_parse(const char *s, ba_task *out, char *err)
+{
+    int v;
+    int rc = parse_name(s, task_names, 2, &v, "task", err);
+    if (rc == BA_OK)
+        *out = (ba_task)v;
+    return rc;
+}
+
+int ba_engine_parse(const char *s, ba_engine *out, char *err)
+{
+    int v;
+    int rc = parse_name(s, engine_names, 1, &v, "engine", err);
+    if (rc == BA_OK)
+        *out = (ba_engine)v;
+    return rc;
+}
+
+int ba_engine_max_spins(ba_engine e)
+{
+    switch (e) {
+    case BA_ENGINE_REFERENCE: return BA_REFERENCE_MAX_SPINS;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- config */
+
+ba_config ba_config_default(ba_task task, ba_attn attn, int block_size)
+{
+    ba_config c;
+    memset(&c, 0, sizeof c);
+    c.task = task;
+    c.attn = attn;
+    c.engine = BA_ENGINE_REFERENCE;
+    c.n_layer = 1;
+    c.n_head = 1;
+    c.n_embd = 64;
+    c.block_size = block_size;
+    c.ffn = 1;
+    c.kinds = 1;
+    c.n_heldout = 2000;
+    c.data_seed = 1234;
+    return c;
+}
+
+int ba_config_validate(const ba_config *c, char *err)
+{
+    if (!c)
+        return ba_fail(err, BA_ERR_ARG, "config is NULL");
+    if ((unsigned)c->task > BA_TASK_BRACKETS)
+        return ba_fail(err, BA_ERR_ARG, "task %d is not a known task", (int)c->task);
+    if ((unsigned)c->attn > BA_ATTN_COUPLING)
+        return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)c->attn);
+    if ((unsigned)c->engine > BA_ENGINE_REFERENCE)
+        return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)c->engine);
+    if (c->n_layer < 1 || c->n_layer > 64)
+        return ba_fail(err, BA_ERR_ARG, "n_layer = %d is out of range [1, 64]", c->n_layer);
+    if (c->n_head < 1 || c->n_head > 64)
+        return ba_fail(err, BA_ERR_ARG, "n_head = %d is out of range [1, 64]", c->n_head);
+    if (c->n_embd < 1 || c->n_embd > 8192)
+        return ba_fail(err, BA_ERR_ARG, "n_embd = %d is out of range [1, 8192]", c->n_embd);
+    if (c->n_embd % c->n_head != 0)
+        return ba_fail(err, BA_ERR_ARG, "n_embd = %d is not divisible by n_head = %d", c->n_embd,
+                       c->n_head);
+    if (c->block_size < 1 || c->block_size > BA_MAX_BLOCK)
+        return ba_fail(err, BA_ERR_ARG, "block_size (T) = %d is out of range [1, %d]",
+                       c->block_size, BA_MAX_BLOCK);
+    if (c->vocab_size < 1 || c->vocab_size > 256)
+        return ba_fail(err, BA_ERR_ARG, "vocab_size = %d is out of range [1, 256]", c->vocab_size);
+    if (c->ffn != 0 && c->ffn != 1)
+        return ba_fail(err, BA_ERR_ARG, "ffn = %d must be 0 or 1", c->ffn);
+    if (c->task == BA_TASK_CHARLM && c->out_size != c->vocab_size)
+        return ba_fail(err, BA_ERR_ARG, "out_size = %d must equal vocab_size = %d for charlm",
+                       c->out_size, c->vocab_size);
+    if (c->task == BA_TASK_BRACKETS) {
+        if (c->out_size != c->block_size)
+            return ba_fail(err, BA_ERR_ARG,
+                           "out_size = %d must equal block_size = %d for brackets", c->out_size,
+                           c->block_size);
+        if (c->kinds < 1 || c->kinds > 4)
+            return ba_fail(err, BA_ERR_ARG, "kinds = %d is out of range [1, 4]", c->kinds);
+        if (c->vocab_size != 2 * c->kinds)
+            return ba_fail(err, BA_ERR_ARG, "vocab_size = %d must be 2*kinds = %d for brackets",
+                           c->vocab_size, 2 * c->kinds);
+    }
+    if (c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING) {
+        int lim = ba_engine_max_spins(c->engine);
+        if (c->block_size > lim)
+            return ba_fail(err, BA_ERR_LIMIT,
+                           "T = %d is too large for exact %s attention: the %s engine enumerates "
+                           "2^T spin states and accepts T <= %d",
+                           c->block_size, ba_attn_name(c->attn), ba_engine_name(c->engine), lim);
+    }
+    return BA_OK;
+}

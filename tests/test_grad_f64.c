@@ -1,0 +1,481 @@
+/* Gradient checks in double precision: every layer alone and the whole
+ * model in each attention variant, against central finite differences.
+ * Built against the double library (BA_DOUBLE), so ba_real is double.
+ *
+ * Measure: per tensor, ||analytic - numeric||_2 / ||numeric||_2 < 1e-6
+ * (both norms below 1e-11 counts as agreement on a zero gradient). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define FD_EPS 1e-5
+#define REL_TOL 1e-6
+
+static double rel_err(const double *a, const double *n, size_t len)
+{
+    double d = 0.0, nn = 0.0, na = 0.0;
+    for (size_t i = 0; i < len; i++) {
+        d += (a[i] - n[i]) * (a[i] - n[i]);
+        nn += n[i] * n[i];
+        na += a[i] * a[i];
+    }
+    if (sqrt(nn) < 1e-11 && sqrt(na) < 1e-11)
+        return 0.0;
+    return sqrt(d) / fmax(sqrt(nn), 1e-300);
+}
+
+static void fill_normal(ba_rng *r, double *x, size_t n, double std)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = std * ba_rng_normal(r);
+}
+
+/* A scalar loss over a layer's output: L = sum_i wts_i out_i. Its gradient
+ * with respect to out is wts, which backward receives as dout. */
+static double dotp(const double *a, const double *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* Numeric gradient of f with respect to x (n entries), into g. */
+typedef double (*scalar_fn)(void *ctx);
+static void numeric_grad(scalar_fn f, void *ctx, double *x, size_t n, double *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        double keep = x[i];
+        x[i] = keep + FD_EPS;
+        double fp = f(ctx);
+        x[i] = keep - FD_EPS;
+        double fm = f(ctx);
+        x[i] = keep;
+        g[i] = (fp - fm) / (2 * FD_EPS);
+    }
+}
+
+static void expect_close(const char *what, const double *a, const double *n, size_t len)
+{
+    double e = rel_err(a, n, len);
+    if (!(e < REL_TOL))
+        fail_msg("%s: relative error %.3e exceeds %.0e", what, e, REL_TOL);
+}
+
+/* ------------------------------------------------------------- linear */
+
+typedef struct {
+    double *inp, *w, *b, *out, *wts;
+    int N, IC, OC;
+} lin_ctx;
+
+static double lin_loss(void *p)
+{
+    lin_ctx *c = p;
+    ba_linear_forward(c->out, c->inp, c->w, c->b, c->N, c->IC, c->OC);
+    return dotp(c->out, c->wts, (size_t)c->N * c->OC);
+}
+
+static void test_linear(void **state)
+{
+    (void)state;
+    ba_rng r;
+    ba_rng_seed(&r, 1);
+    int N = 5, IC = 4, OC = 3;
+    double inp[20], w[12], b[3], out[15], wts[15], din[20] = {0}, dw[12] = {0}, db[3] = {0};
+    double nin[20], nw[12], nb[3];
+    fill_normal(&r, inp, 20, 1), fill_normal(&r, w, 12, 1), fill_normal(&r, b, 3, 1);
+    fill_normal(&r, wts, 15, 1);
+    lin_ctx c = {inp, w, b, out, wts, N, IC, OC};
+    lin_loss(&c);
+    ba_linear_backward(din, dw, db, wts, inp, w, N, IC, OC);
+    numeric_grad(lin_loss, &c, inp, 20, nin);
+    numeric_grad(lin_loss, &c, w, 12, nw);
+    numeric_grad(lin_loss, &c, b, 3, nb);
+    expect_close("linear dinp", din, nin, 20);
+    expect_close("linear dw", dw, nw, 12);
+    expect_close("linear db", db, nb, 3);
+}
+
+/* ---------------------------------------------------------- layernorm */
+
+typedef struct {
+    double *inp, *w, *b, *out, *mean, *rstd, *wts;
+    int N, C;
+} ln_ctx;
+
+static double ln_loss(void *p)
+{
+    ln_ctx *c = p;
+    ba_layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C);
+    return dotp(c->out, c->wts, (size_t)c->N * c->C);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    ba_rng r;
+    ba_rng_seed(&r, 2);
+    enum { N = 4, C = 6 };
+    double inp[N * C], w[C], b[C], out[N * C], mean[N], rstd[N], wts[N * C];
+    double din[N * C] = {0}, dw[C] = {0}, db[C] = {0}, nin[N * C], nw[C], nb[C];
+    fill_normal(&r, inp, N * C, 2), fill_normal(&r, w, C, 1), fill_normal(&r, b, C, 1);
+    fill_normal(&r, wts, N * C, 1);
+    ln_ctx c = {inp, w, b, out, mean, rstd, wts, N, C};
+    ln_loss(&c);
+    ba_layernorm_backward(din, dw, db, wts, inp, w, mean, rstd, N, C);
+    numeric_grad(ln_loss, &c, inp, N * C, nin);
+    numeric_grad(ln_loss, &c, w, C, nw);
+    numeric_grad(ln_loss, &c, b, C, nb);
+    expect_close("layernorm dinp", din, nin, N * C);
+    expect_close("layernorm dw", dw, nw, C);
+    expect_close("layernorm db", db, nb, C);
+}
+
+/* --------------------------------------------------------------- gelu */
+
+typedef struct {
+    double *inp, *out, *wts;
+    size_t n;
+} gelu_ctx;
+
+static double gelu_loss(void *p)
+{
+    gelu_ctx *c = p;
+    ba_gelu_forward(c->out, c->inp, c->n);
+    return dotp(c->out, c->wts, c->n);
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    ba_rng r;
+    ba_rng_seed(&r, 3);
+    double inp[16], out[16], wts[16], din[16] = {0}, nin[16];
+    fill_normal(&r, inp, 16, 2), fill_normal(&r, wts, 16, 1);
+    gelu_ctx c = {inp, out, wts, 16};
+    gelu_loss(&c);
+    ba_gelu_backward(din, inp, wts, 16);
+    numeric_grad(gelu_loss, &c, inp, 16, nin);
+    expect_close("gelu dinp", din, nin, 16);
+    /* a value check, not only a derivative check: gelu(1) (tanh form) */
+    double one = 1.0, g1;
+    ba_gelu_forward(&g1, &one, 1);
+    assert_float_equal(g1, 0.8411919906082768, 1e-12);
+}
+
+/* ---------------------------------------------------------- attention */
+
+typedef struct {
+    ba_attn_shape s;
+    double *qkv, *J, *out, *att, *pre, *wts;
+} att_ctx;
+
+static double att_loss(void *p)
+{
+    att_ctx *c = p;
+    char err[BA_ERR_LEN];
+    int rc = ba_attention_forward(&c->s, c->out, c->att, c->pre, c->qkv, c->J, err);
+    if (rc)
+        fail_msg("attention forward: %s", err);
+    return dotp(c->out, c->wts, (size_t)c->s.B * c->s.T * c->s.C);
+}
+
+static void check_attention(ba_attn attn, int T, int Tmax)
+{
+    ba_rng r;
+    ba_rng_seed(&r, 10 + attn);
+    int B = 2, C = 6, H = 2;
+    size_t nqkv = (size_t)B * T * 3 * C, nJ = (size_t)H * Tmax * Tmax, natt = (size_t)B * H * T * T;
+    size_t nout = (size_t)B * T * C;
+    double *qkv = malloc(sizeof(double) * nqkv), *J = calloc(nJ, sizeof(double));
+    double *out = malloc(sizeof(double) * nout), *wts = malloc(sizeof(double) * nout);
+    double *att = malloc(sizeof(double) * natt), *pre = malloc(sizeof(double) * natt);
+    double *dqkv = calloc(nqkv, sizeof(double)), *dJ = calloc(nJ, sizeof(double));
+    double *nq = malloc(sizeof(double) * nqkv), *nJg = malloc(sizeof(double) * nJ);
+    fill_normal(&r, qkv, nqkv, 1.0);
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < Tmax; j++)
+            for (int k = j + 1; k < Tmax; k++)
+                J[((size_t)h * Tmax + j) * Tmax + k] = 0.7 * ba_rng_normal(&r);
+    fill_normal(&r, wts, nout, 1.0);
+    att_ctx c = {{attn, BA_ENGINE_REFERENCE, B, T, C, H, Tmax}, qkv, J, out, att, pre, wts};
+    att_loss(&c);
+    /* rows of a sum to 1 and nothing leaks above the diagonal */
+    for (size_t row = 0; row < (size_t)B * H * T; row++) {
+        double s = 0.0;
+        int i = (int)(row % T);
+        for (int j = 0; j < T; j++) {
+            if (j > i)
+                assert_true(att[row * T + j] == 0.0);
+            s += att[row * T + j];
+        }
+        assert_float_equal(s, 1.0, 1e-12);
+    }
+    char err[BA_ERR_LEN];
+    assert_int_equal(ba_attention_backward(&c.s, dqkv, dJ, wts, qkv, J, att, pre, err), BA_OK);
+    numeric_grad(att_loss, &c, qkv, nqkv, nq);
+    char what[64];
+    snprintf(what, sizeof what, "%s attention dqkv (T=%d)", ba_attn_name(attn), T);
+    expect_close(what, dqkv, nq, nqkv);
+    if (attn == BA_ATTN_COUPLING) {
+        /* At h = 0 the Ising distribution is symmetric under flipping every
+         * spin, so every marginal is exactly 1/2 whatever J is: the weights
+         * are uniform over the visible keys and J gets no gradient (a finite
+         * difference would only see rounding noise). */
+        for (size_t row = 0; row < (size_t)B * H * T; row++) {
+            int i = (int)(row % T);
+            for (int j = 0; j <= i; j++)
+                assert_float_equal(att[row * T + j], 1.0 / (i + 1), 1e-12);
+        }
+        for (size_t i = 0; i < nJ; i++)
+            assert_true(fabs(dJ[i]) < 1e-12);
+    }
+    if (attn == BA_ATTN_BOLTZMANN) {
+        numeric_grad(att_loss, &c, J, nJ, nJg);
+        /* only j < k < T are used; the rest must have zero gradient */
+        snprintf(what, sizeof what, "%s attention dJ (T=%d)", ba_attn_name(attn), T);
+        expect_close(what, dJ, nJg, nJ);
+        double used = 0.0;
+        for (size_t i = 0; i < nJ; i++)
+            used += fabs(dJ[i]);
+        assert_true(used > 1e-6); /* the check above is not vacuous */
+    }
+    free(qkv), free(J), free(out), free(wts), free(att), free(pre), free(dqkv), free(dJ);
+    free(nq), free(nJg);
+}
+
+static void test_attention_softmax(void **s) { (void)s; check_attention(BA_ATTN_SOFTMAX, 6, 6); }
+static void test_attention_sigmoid(void **s) { (void)s; check_attention(BA_ATTN_SIGMOID, 6, 6); }
+static void test_attention_boltzmann(void **s)
+{
+    (void)s;
+    check_attention(BA_ATTN_BOLTZMANN, 6, 6);
+    check_attention(BA_ATTN_BOLTZMANN, 5, 8); /* shorter than the block */
+}
+static void test_attention_coupling(void **s) { (void)s; check_attention(BA_ATTN_COUPLING, 6, 7); }
+
+/* ------------------------------------------------------ cross-entropy */
+
+typedef struct {
+    double *logits, *work, *probs;
+    const int *targets;
+    int N, O, T, mask;
+} ce_ctx;
+
+static double ce_loss(void *p)
+{
+    ce_ctx *c = p;
+    double ls;
+    long cnt;
+    memcpy(c->work, c->logits, sizeof(double) * c->N * c->O);
+    if (ba_crossentropy_forward(c->work, c->probs, c->targets, c->N, c->O, c->T, c->mask, &ls,
+                                &cnt, NULL))
+        fail_msg("crossentropy forward failed");
+    return ls / cnt;
+}
+
+static void test_crossentropy(void **state)
+{
+    (void)state;
+    ba_rng r;
+    ba_rng_seed(&r, 5);
+    enum { N = 8, O = 4, T = 4 };
+    double logits[N * O], work[N * O], probs[N * O], dl[N * O] = {0}, nl[N * O];
+    /* pointer targets: row position t may point at [0, t); -1 = none */
+    int targets[N] = {-1, 0, 1, 2, -1, -1, 0, 1};
+    fill_normal(&r, logits, N * O, 1.5);
+    ce_ctx c = {logits, work, probs, targets, N, O, T, 1};
+    ce_loss(&c);
+    ba_crossentropy_backward(dl, probs, targets, N, O, 1.0 / 5); /* 5 targets */
+    numeric_grad(ce_loss, &c, logits, N * O, nl);
+    expect_close("crossentropy dlogits (pointer)", dl, nl, N * O);
+    /* a target that points forward is refused with a message */
+    int bad[N] = {-1, 0, 2, -1, -1, -1, -1, -1};
+    char err[BA_ERR_LEN];
+    double ls;
+    long cnt;
+    memcpy(work, logits, sizeof work);
+    assert_int_equal(ba_crossentropy_forward(work, probs, bad, N, O, T, 1, &ls, &cnt, err),
+                     BA_ERR_ARG);
+    assert_non_null(strstr(err, "target 2"));
+}
+
+/* ------------------------------------------------------- whole model */
+
+typedef struct {
+    ba_model *m;
+    const int *in, *tg;
+    int B, T;
+} model_ctx;
+
+static double model_loss(void *p)
+{
+    model_ctx *c = p;
+    double loss;
+    char err[BA_ERR_LEN];
+    if (ba_model_forward(c->m, c->in, c->tg, c->B, c->T, &loss, err))
+        fail_msg("forward: %s", err);
+    return loss;
+}
+
+/* Random weights large enough that every nonlinearity is exercised. */
+static void randomise(ba_model *m, ba_rng *r)
+{
+    int nt = ba_model_num_tensors(m);
+    double *p = ba_model_params(m);
+    for (int t = 0; t < nt; t++) {
+        ba_tensor_info ti;
+        ba_model_tensor(m, t, &ti);
+        int is_gain = strstr(ti.name, "ln") && strstr(ti.name, ".weight");
+        int is_J = strstr(ti.name, "attn.J") != NULL;
+        for (size_t i = 0; i < ti.size; i++) {
+            double v = ba_rng_normal(r);
+            p[ti.offset + i] = is_gain ? 1.0 + 0.2 * v : is_J ? 0.6 * v : 0.4 * v;
+        }
+        if (is_J) { /* only j < k is part of the model */
+            int H = ti.shape[0], T = ti.shape[1];
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < T; j++)
+                    for (int k = 0; k <= j; k++)
+                        p[ti.offset + ((size_t)h * T + j) * T + k] = 0.0;
+        }
+    }
+}
+
+static void check_model(ba_task task, ba_attn attn, int ffn)
+{
+    int T = 6, B = 2;
+    ba_config cfg = ba_config_default(task, attn, T);
+    cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 8, cfg.ffn = ffn;
+    if (task == BA_TASK_CHARLM)
+        cfg.vocab_size = 5, cfg.out_size = 5;
+    else
+        cfg.vocab_size = 2, cfg.out_size = T;
+    ba_model *m;
+    char err[BA_ERR_LEN];
+    assert_int_equal(ba_model_init(&m, &cfg, err), BA_OK);
+    ba_rng r;
+    ba_rng_seed(&r, 100 + 10 * attn + ffn + 7 * task);
+    randomise(m, &r);
+    int in[12], tg[12];
+    for (int i = 0; i < B * T; i++) {
+        int t = i % T;
+        in[i] = (int)ba_rng_below(&r, cfg.vocab_size);
+        if (task == BA_TASK_CHARLM)
+            tg[i] = (int)ba_rng_below(&r, cfg.vocab_size);
+        else
+            tg[i] = t == 0 ? -1 : (int)ba_rng_below(&r, t);
+    }
+    model_ctx c = {m, in, tg, B, T};
+    model_loss(&c);
+    ba_model_zero_grad(m);
+    assert_int_equal(ba_model_backward(m, err), BA_OK);
+    size_t P = ba_model_num_params(m);
+    double *analytic = malloc(sizeof(double) * P), *numeric = malloc(sizeof(double) * P);
+    memcpy(analytic, ba_model_grads(m), sizeof(double) * P);
+    numeric_grad(model_loss, &c, ba_model_params(m), P, numeric);
+    int nt = ba_model_num_tensors(m);
+    for (int t = 0; t < nt; t++) {
+        ba_tensor_info ti;
+        ba_model_tensor(m, t, &ti);
+        char what[160];
+        snprintf(what, sizeof what, "%s %s ffn=%d: %s", ba_task_name(task), ba_attn_name(attn),
+                 ffn, ti.name);
+        if (attn == BA_ATTN_COUPLING && strstr(ti.name, "attn.J")) {
+            /* exactly zero by symmetry, see check_attention */
+            for (size_t i = 0; i < ti.size; i++)
+                assert_true(fabs(analytic[ti.offset + i]) < 1e-12);
+            continue;
+        }
+        expect_close(what, analytic + ti.offset, numeric + ti.offset, ti.size);
+    }
+    free(analytic), free(numeric);
+    ba_model_free(m);
+}
+
+static void test_model_all_variants(void **state)
+{
+    (void)state;
+    for (int task = 0; task < 2; task++)
+        for (int a = 0; a < 4; a++)
+            for (int ffn = 0; ffn < 2; ffn++)
+                check_model((ba_task)task, (ba_attn)a, ffn);
+}
+
+/* sigmoid is exactly boltzmann at J = 0: same logits, same gradients of
+ * every shared tensor. */
+static void test_sigmoid_is_boltzmann_at_zero_J(void **state)
+{
+    (void)state;
+    int T = 7, B = 3;
+    ba_model *ms, *mb;
+    ba_config cs = ba_config_default(BA_TASK_CHARLM, BA_ATTN_SIGMOID, T);
+    cs.n_layer = 2, cs.n_head = 2, cs.n_embd = 8, cs.vocab_size = cs.out_size = 6;
+    ba_config cb = cs;
+    cb.attn = BA_ATTN_BOLTZMANN;
+    char err[BA_ERR_LEN];
+    assert_int_equal(ba_model_init(&ms, &cs, err), BA_OK);
+    assert_int_equal(ba_model_init(&mb, &cb, err), BA_OK);
+    ba_rng r;
+    ba_rng_seed(&r, 77);
+    randomise(ms, &r);
+    int nt = ba_model_num_tensors(ms);
+    for (int t = 0; t < nt; t++) {
+        ba_tensor_info a, b;
+        ba_model_tensor(ms, t, &a);
+        int j = ba_model_find_tensor(mb, a.name);
+        assert_true(j >= 0);
+        ba_model_tensor(mb, j, &b);
+        memcpy(ba_model_params(mb) + b.offset, ba_model_params(ms) + a.offset,
+               sizeof(double) * a.size);
+    }
+    int in[21], tg[21];
+    for (int i = 0; i < B * T; i++)
+        in[i] = (int)ba_rng_below(&r, 6), tg[i] = (int)ba_rng_below(&r, 6);
+    double ls, lb;
+    assert_int_equal(ba_model_forward(ms, in, tg, B, T, &ls, err), BA_OK);
+    assert_int_equal(ba_model_forward(mb, in, tg, B, T, &lb, err), BA_OK);
+    assert_float_equal(ls, lb, 1e-12);
+    const double *xs = ba_model_logits(ms), *xb = ba_model_logits(mb);
+    for (int i = 0; i < B * T * 6; i++)
+        assert_float_equal(xs[i], xb[i], 1e-12);
+    ba_model_zero_grad(ms), ba_model_zero_grad(mb);
+    assert_int_equal(ba_model_backward(ms, err), BA_OK);
+    assert_int_equal(ba_model_backward(mb, err), BA_OK);
+    for (int t = 0; t < nt; t++) {
+        ba_tensor_info a, b;
+        ba_model_tensor(ms, t, &a);
+        ba_model_tensor(mb, ba_model_find_tensor(mb, a.name), &b);
+        for (size_t i = 0; i < a.size; i++)
+            assert_float_equal(ba_model_grads(ms)[a.offset + i], ba_model_grads(mb)[b.offset + i],
+                               1e-11);
+    }
+    ba_model_free(ms), ba_model_free(mb);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_attention_softmax),
+        cmocka_unit_test(test_attention_sigmoid),
+        cmocka_unit_test(test_attention_boltzmann),
+        cmocka_unit_test(test_attention_coupling),
+        cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_model_all_variants),
+        cmocka_unit_test(test_sigmoid_is_boltzmann_at_zero_J),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
