@@ -335,7 +335,8 @@ typedef struct {
     int ndim;
     int64_t shape[8];
     size_t nbytes;
-    const void *data; /* little-endian bytes inside the loaded file */
+    const void *data; /* little-endian bytes inside the loaded file; may be
+                       * unaligned, so read values with memcpy */
 } ba_st_tensor;
 
 typedef struct ba_st ba_st;

@@ -23,6 +23,11 @@ static inline int ba_mul_size(size_t a, size_t b, size_t *out)
     return 0;
 }
 
+/* A parallel region costs tens to hundreds of microseconds to start (more
+ * on virtual machines), so loops run threaded only above this many
+ * elementary operations. */
+#define BA_PAR_MIN_WORK 2000000.0
+
 /* Dense products in the model's precision. Row-major throughout. */
 #ifdef BA_DOUBLE
 #define BA_GEMM cblas_dgemm

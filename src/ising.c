@@ -222,20 +222,21 @@ int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *
         return rc;
     int nt = nthreads();
     size_t per = (size_t)1 << T;
-    double *work = malloc(sizeof(double) * per * (size_t)nt);
-    if (!work)
+    double work = (double)B * per * T * T; /* ~ operations of the enumeration */
+    double *lwork = malloc(sizeof(double) * per * (size_t)nt);
+    if (!lwork)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine workspace for T = %d", T);
     /* Row i of query block b has n = i+1 spins: the visible keys 0..i. */
-#pragma omp parallel for schedule(dynamic) num_threads(nt)
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (work > BA_PAR_MIN_WORK)
     for (long q = 0; q < (long)B * T; q++) {
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
-        double *lw = work + per * (size_t)thread_id();
+        double *lw = lwork + per * (size_t)thread_id();
         ref_marginals(i + 1, h ? h + row : NULL, J, ldj, logw + row, lw);
         for (int j = i + 1; j < T; j++)
             logw[row + j] = -INFINITY;
     }
-    free(work);
+    free(lwork);
     return BA_OK;
 }
 
@@ -248,30 +249,31 @@ int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double 
     int nt = nthreads();
     size_t per = (size_t)1 << T;
     size_t jsz = (size_t)T * T;
-    double *work = malloc(sizeof(double) * per * (size_t)nt);
+    double work = (double)B * per * T * T; /* ~ operations of the enumeration */
+    double *lwork = malloc(sizeof(double) * per * (size_t)nt);
     double *djt = calloc(jsz * (size_t)nt, sizeof(double));
-    if (!work || !djt) {
-        free(work);
+    if (!lwork || !djt) {
+        free(lwork);
         free(djt);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine workspace for T = %d", T);
     }
     /* Each thread sums dJ privately; a static schedule fixes which queries a
      * thread gets, and the reduction below runs in thread order, so the
      * result is identical from run to run at a given thread count. */
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (work > BA_PAR_MIN_WORK)
     for (long q = 0; q < (long)B * T; q++) {
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
         int t = thread_id();
         ref_backward(i + 1, h ? h + row : NULL, J, ldj, g + row, dh ? dh + row : NULL,
-                     dJ ? djt + jsz * (size_t)t : NULL, T, work + per * (size_t)t);
+                     dJ ? djt + jsz * (size_t)t : NULL, T, lwork + per * (size_t)t);
     }
     if (dJ)
         for (int t = 0; t < nt; t++)
             for (int j = 0; j < T; j++)
                 for (int k = j + 1; k < T; k++)
                     dJ[(size_t)j * ldj + k] += djt[jsz * (size_t)t + (size_t)j * T + k];
-    free(work);
+    free(lwork);
     free(djt);
     return BA_OK;
 }

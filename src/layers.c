@@ -46,7 +46,7 @@ void ba_layernorm_forward(ba_real *out, ba_real *mean, ba_real *rstd, const ba_r
                           const ba_real *w, const ba_real *b, int N, int C)
 {
     const double eps = 1e-5;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (5.0 * N * C > BA_PAR_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const ba_real *x = inp + (size_t)n * C;
         double m = 0.0, v = 0.0;
@@ -100,7 +100,7 @@ void ba_layernorm_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_rea
 
 void ba_gelu_forward(ba_real *out, const ba_real *inp, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (30.0 * n > BA_PAR_MIN_WORK)
     for (size_t i = 0; i < n; i++) {
         double x = inp[i];
         out[i] = (ba_real)(0.5 * x * (1.0 + tanh(GELU_K * (x + 0.044715 * x * x * x))));
@@ -109,7 +109,7 @@ void ba_gelu_forward(ba_real *out, const ba_real *inp, size_t n)
 
 void ba_gelu_backward(ba_real *dinp, const ba_real *inp, const ba_real *dout, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (40.0 * n > BA_PAR_MIN_WORK)
     for (size_t i = 0; i < n; i++) {
         double x = inp[i];
         double u = GELU_K * (x + 0.044715 * x * x * x);
@@ -165,7 +165,7 @@ static dims get_dims(const ba_attn_shape *s)
 static void compute_fields(const dims *g, int hh, const ba_real *qkv, double *hd)
 {
     int T = g->T, C = g->C, d = g->d;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (0.5 * g->B * T * T * d > BA_PAR_MIN_WORK)
     for (int b = 0; b < g->B; b++)
         for (int i = 0; i < T; i++) {
             const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)hh * d;
@@ -236,7 +236,7 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
         if (rc)
             break;
         /* normalise each row: a = softmax over the visible keys of l */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (20.0 * B * T * T > BA_PAR_MIN_WORK)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < T; i++) {
                 const double *l = ld + ((size_t)b * T + i) * T;
@@ -256,7 +256,7 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
     if (rc)
         return rc;
     // y_i = sum_j a_ij v_j for every head
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (0.5 * B * H * T * T * d > BA_PAR_MIN_WORK)
     for (int b = 0; b < B; b++)
         for (int hh = 0; hh < H; hh++)
             for (int i = 0; i < T; i++) {
@@ -296,7 +296,7 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
             compute_fields(&g, hh, qkv, hd);
         /* Through y = a v and the row softmax: da_ij = dy_i . v_j,
          * dv_j += a_ij dy_i, dl_ij = a_ij (da_ij - sum_l a_il da_il). */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (1.0 * B * T * T * d > BA_PAR_MIN_WORK)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < T; i++) {
                 const ba_real *a = att + (((size_t)b * H + hh) * T + i) * T;
@@ -360,7 +360,7 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
             continue; /* no fields, so no gradient into q and k */
         /* h_ij = q_i . k_j * scale: dq_i += scale sum_j dh_ij k_j,
          * dk_j += scale dh_ij q_i */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (1.0 * B * T * T * d > BA_PAR_MIN_WORK)
         for (int b = 0; b < B; b++)
             for (int i = 0; i < T; i++) {
                 size_t qo = ((size_t)b * T + i) * 3 * C + (size_t)hh * d;

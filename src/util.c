@@ -114,7 +114,7 @@ const char *ba_engine_name(ba_engine e) { return (unsigned)e < 1 ? engine_names[
 
 int ba_attn_parse(const char *s, ba_attn *out, char *err)
 {
-    int v;
+    int v = 0;
     int rc = parse_name(s, attn_names, 4, &v, "attention variant", err);
     if (rc == BA_OK)
         *out = (ba_attn)v;
@@ -123,7 +123,7 @@ int ba_attn_parse(const char *s, ba_attn *out, char *err)
 
 int ba_task_parse(const char *s, ba_task *out, char *err)
 {
-    int v;
+    int v = 0;
     int rc = parse_name(s, task_names, 2, &v, "task", err);
     if (rc == BA_OK)
         *out = (ba_task)v;
@@ -132,7 +132,7 @@ int ba_task_parse(const char *s, ba_task *out, char *err)
 
 int ba_engine_parse(const char *s, ba_engine *out, char *err)
 {
-    int v;
+    int v = 0;
     int rc = parse_name(s, engine_names, 1, &v, "engine", err);
     if (rc == BA_OK)
         *out = (ba_engine)v;

@@ -1,0 +1,76 @@
+# Thin wrapper around CMake/CTest. `make run` and `make test` install what
+# the build needs (as root, with apt-get), configure, build and go.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+WERROR     ?= 0
+DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libcjson-dev libcmocka-dev curl ca-certificates
+DATA_URL   := https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
+DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
+BIN        := $(BUILD)/boltzattn
+CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
+
+.PHONY: all deps build test test-release test-asan run data bench clean help
+
+all: build
+
+help:
+	@echo "make run    install build deps (root), build, run a one-minute brackets demo"
+	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
+	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
+	@echo "make build  configure and build (Release) into $(BUILD)/"
+	@echo "make clean  remove build directories"
+
+# Installs missing Debian packages when run as root; otherwise prints the
+# exact command and stops.
+deps:
+	@missing=""; \
+	if command -v dpkg-query >/dev/null 2>&1; then \
+	  for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	  done; \
+	fi; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing:$$missing"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	  else \
+	    echo "missing packages:$$missing"; \
+	    echo "install them with:  sudo apt-get install -y$$missing"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: test-release test-asan
+
+test-release: build
+	cmake --build $(BUILD) -j $(JOBS) --target boltzattn_f64
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBA_SANITIZE=ON -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target boltzattn_f64
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j 1
+
+# One-minute demo: softmax vs boltzmann on brackets at T = 8.
+run: build
+	@for a in softmax boltzmann; do \
+	  $(BIN) train --task brackets --attn $$a --T 8 --steps 600 --seed 1 --out runs/demo-$$a --quiet | sed -n 's/^final: /'"$$a"': /p' || exit 1; \
+	done
+
+data: data/tinyshakespeare.txt
+
+data/tinyshakespeare.txt:
+	@mkdir -p data
+	curl -fL --retry 3 -o $@.part $(DATA_URL)
+	@echo "$(DATA_SHA)  $@.part" | sha256sum -c - || { echo "checksum mismatch: $@.part removed"; rm -f $@.part; exit 1; }
+	mv $@.part $@
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
