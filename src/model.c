@@ -54,6 +54,8 @@ struct ba_model {
     size_t poff[NUM_P];
     size_t nparams;
     ba_real *mem; /* (4P): params | grads | adam m | adam v */
+    int ntensors;
+    ba_tensor_info *tensors; /* (ntensors) named views, checkpoint order */
     long step;
     /* activations */
     int B, T;       /* shape of the last forward */
@@ -136,6 +138,8 @@ static void gact_sizes(const ba_config *c, size_t BT, size_t *sz)
     sz[G_LOGITS] = BT * c->out_size;
 }
 
+static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info);
+
 int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
 {
     int rc = ba_config_validate(cfg, err);
@@ -157,6 +161,16 @@ int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
         free(m);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate %zu parameters", off);
     }
+    int nt = walk_tensors(m, -1, NULL);
+    m->tensors = malloc(sizeof(ba_tensor_info) * (size_t)nt);
+    if (!m->tensors) {
+        free(m->mem);
+        free(m);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the tensor table");
+    }
+    for (int i = 0; i < nt; i++)
+        walk_tensors(m, i, &m->tensors[i]);
+    m->ntensors = nt;
     /* LayerNorm gains start at 1 so a fresh model is a well-defined identity
      * normaliser even before ba_model_init_weights. */
     ba_real *p = m->mem;
@@ -173,6 +187,7 @@ void ba_model_free(ba_model *m)
     if (!m)
         return;
     free(m->mem);
+    free(m->tensors);
     free(m->acts);
     free(m->gacts);
     free(m->inputs);
@@ -298,25 +313,21 @@ static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info)
     return n;
 }
 
-int ba_model_num_tensors(const ba_model *m) { return walk_tensors(m, -1, NULL); }
+int ba_model_num_tensors(const ba_model *m) { return m->ntensors; }
 
 int ba_model_tensor(const ba_model *m, int idx, ba_tensor_info *info)
 {
-    int n = walk_tensors(m, idx, info);
-    if (idx < 0 || idx >= n)
+    if (idx < 0 || idx >= m->ntensors)
         return BA_ERR_ARG;
+    *info = m->tensors[idx];
     return BA_OK;
 }
 
 int ba_model_find_tensor(const ba_model *m, const char *name)
 {
-    ba_tensor_info t;
-    int n = ba_model_num_tensors(m);
-    for (int i = 0; i < n; i++) {
-        ba_model_tensor(m, i, &t);
-        if (strcmp(t.name, name) == 0)
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
             return i;
-    }
     return -1;
 }
 
@@ -568,8 +579,7 @@ int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, 
     int nt = ba_model_num_tensors(m);
     double ss = 0.0;
     for (int t = 0; t < nt; t++) {
-        ba_tensor_info info;
-        ba_model_tensor(m, t, &info);
+        const ba_tensor_info info = m->tensors[t];
         double ts = 0.0;
         for (size_t i = info.offset; i < info.offset + info.size; i++)
             ts += (double)g[i] * g[i];
@@ -585,8 +595,7 @@ int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, 
     double bc1 = 1.0 - pow(o->beta1, (double)m->step);
     double bc2 = 1.0 - pow(o->beta2, (double)m->step);
     for (int t = 0; t < nt; t++) {
-        ba_tensor_info info;
-        ba_model_tensor(m, t, &info);
+        const ba_tensor_info info = m->tensors[t];
         double wd = info.decay ? o->weight_decay : 0.0;
         for (size_t i = info.offset; i < info.offset + info.size; i++) {
             double gi = g[i] * clip;

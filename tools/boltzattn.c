@@ -720,9 +720,10 @@ static int cmd_sample(int argc, char **argv)
         return rc;
     const ba_config *cfg = ba_model_config(m);
     if (cfg->task != BA_TASK_CHARLM) {
+        ba_task task = cfg->task; /* cfg dies with the model */
         ba_model_free(m);
         return usage_error(c->cmd, "sampling needs a charlm checkpoint, this one is %s",
-                           ba_task_name(cfg->task));
+                           ba_task_name(task));
     }
     size_t plen = strlen(prompt);
     if (plen == 0) {

@@ -1,0 +1,325 @@
+/* End-to-end training through the public API (float library):
+ * - brackets T=8: a boltzmann model beats the position baseline on the
+ *   held-out set by a clear margin;
+ * - training is deterministic: the same seed gives bit-identical loss,
+ *   parameters and optimiser state;
+ * - charlm on a small generated corpus: softmax and boltzmann models bring
+ *   the validation loss well below its initial value, log V and the corpus's
+ *   unigram entropy;
+ * - every attention variant trains on brackets T=6 without error and its
+ *   loss goes down.
+ * Thresholds were chosen from measured runs over many seeds (see each test);
+ * the whole file takes a few seconds with OMP_NUM_THREADS=2. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boltzattn.h"
+
+#define MAXB 64
+#define MAXT 8
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct {
+    int C, H, ffn;
+    int steps, B, warmup;
+    double lr;
+    uint64_t seed;
+} train_opts;
+
+typedef struct {
+    double first10, last10; /* mean training loss of the first / last 10 steps */
+    double final_loss;      /* loss of the last step */
+    double seconds;
+} train_log;
+
+/* Builds a model for d with attention attn, initialises it from opts.seed
+ * and trains it with AdamW defaults and the warmup + cosine schedule (to
+ * lr/10). Returns the model; the caller frees it. */
+static ba_model *train(const ba_dataset *d, ba_attn attn, const train_opts *o, train_log *log)
+{
+    char err[BA_ERR_LEN];
+    int T = ba_dataset_block_size(d);
+    ba_config cfg = ba_config_default(ba_dataset_task(d), attn, T);
+    ba_config_set_data(&cfg, d);
+    cfg.n_embd = o->C;
+    cfg.n_head = o->H;
+    cfg.ffn = o->ffn;
+    ba_model *m = NULL;
+    int rc = ba_model_init(&m, &cfg, err);
+    if (rc)
+        fail_msg("ba_model_init: %s", err);
+    ba_rng rng;
+    ba_rng_seed(&rng, o->seed);
+    ba_model_init_weights(m, &rng, 0.0);
+    ba_adamw opt = ba_adamw_default();
+    static int in[MAXB * MAXT], tg[MAXB * MAXT];
+    assert_true(o->B <= MAXB && T <= MAXT);
+    double t0 = now();
+    log->first10 = log->last10 = 0.0;
+    for (int s = 0; s < o->steps; s++) {
+        double loss;
+        ba_dataset_train_batch(d, &rng, o->B, in, tg);
+        if ((rc = ba_model_forward(m, in, tg, o->B, T, &loss, err)))
+            fail_msg("%s step %d forward: %s", ba_attn_name(attn), s, err);
+        assert_true(isfinite(loss) && loss >= 0.0);
+        ba_model_zero_grad(m);
+        if ((rc = ba_model_backward(m, err)))
+            fail_msg("%s step %d backward: %s", ba_attn_name(attn), s, err);
+        double lr = ba_lr_schedule(s, o->steps, o->warmup, o->lr, o->lr / 10);
+        if ((rc = ba_model_step(m, &opt, lr, NULL, err)))
+            fail_msg("%s step %d update: %s", ba_attn_name(attn), s, err);
+        if (s < 10)
+            log->first10 += loss / 10;
+        if (s >= o->steps - 10)
+            log->last10 += loss / 10;
+        log->final_loss = loss;
+    }
+    log->seconds = now() - t0;
+    assert_int_equal(ba_model_step_count(m), o->steps);
+    return m;
+}
+
+static void evaluate(ba_model *m, const ba_dataset *d, ba_eval_result *r)
+{
+    char err[BA_ERR_LEN];
+    if (ba_evaluate(m, d, 0, 64, r, err))
+        fail_msg("ba_evaluate: %s", err);
+    assert_true(isfinite(r->loss));
+}
+
+/* Held-out loss of a freshly initialised model (same seed, no training). */
+static double initial_eval_loss(const ba_dataset *d, ba_attn attn, const train_opts *o)
+{
+    train_opts z = *o;
+    z.steps = 0;
+    train_log lg;
+    ba_model *m = train(d, attn, &z, &lg);
+    ba_eval_result r;
+    evaluate(m, d, &r);
+    ba_model_free(m);
+    return r.loss;
+}
+
+/* ------------------------------------------------------------ brackets */
+
+/* brackets T=8, one kind: 70 valid prefixes, 14 held out (20 %), 56 to
+ * train on. Measured with this configuration (2 heads, C=32, FFN, B=32,
+ * 300 steps, lr 3e-3, warmup 20, cosine to 3e-4) over seeds 1..20:
+ * held-out accuracy 1.000 for 15 seeds, 0.974 for 4, 0.947 for 1, against a
+ * position baseline of 0.789 (30 of 38 closes); held-out loss 1.36-1.45 at
+ * initialisation, 0.003-0.089 after. One head was markedly less reliable
+ * (0.816 for some seeds). The bounds below hold for all 20 seeds. */
+static void test_brackets_boltzmann_beats_baseline(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    if (ba_dataset_brackets(&d, 8, 1, 2000, 1234, err))
+        fail_msg("ba_dataset_brackets: %s", err);
+    uint64_t ntrain, neval;
+    ba_dataset_sizes(d, &ntrain, &neval);
+    assert_int_equal(ntrain, 56);
+    assert_int_equal(neval, 14);
+    assert_int_equal(ba_dataset_num_eval(d), 14);
+    double base = ba_dataset_position_baseline(d);
+    assert_true(base > 0.0 && base < 1.0);
+
+    train_opts o = {.C = 32, .H = 2, .ffn = 1, .steps = 300, .B = 32, .warmup = 20,
+                    .lr = 3e-3, .seed = 1};
+    double l0 = initial_eval_loss(d, BA_ATTN_BOLTZMANN, &o);
+    train_log lg;
+    ba_model *m = train(d, BA_ATTN_BOLTZMANN, &o, &lg);
+    ba_eval_result r;
+    evaluate(m, d, &r);
+    print_message("brackets T=8 boltzmann: held-out accuracy %.3f (%ld targets, %d items), "
+                  "position baseline %.3f; held-out loss %.3f -> %.3f; train loss %.3f -> %.3f; "
+                  "%.2f s\n",
+                  r.accuracy, r.n_targets, r.n_items, base, l0, r.loss, lg.first10, lg.last10,
+                  lg.seconds);
+    assert_int_equal(r.n_items, 14);
+    assert_true(r.n_targets > 0);
+    assert_true(r.accuracy >= base + 0.15);
+    assert_true(r.accuracy >= 0.9);
+    assert_true(r.loss < 0.3 * l0);
+    assert_true(lg.last10 < 0.2 * lg.first10);
+    ba_model_free(m);
+    ba_dataset_free(d);
+}
+
+/* The same seed twice: bit-identical final loss, parameters, AdamW moments.
+ * A different seed must differ (so the comparison can fail). */
+static void test_training_deterministic(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    if (ba_dataset_brackets(&d, 8, 1, 2000, 1234, err))
+        fail_msg("ba_dataset_brackets: %s", err);
+    train_opts o = {.C = 32, .H = 2, .ffn = 1, .steps = 60, .B = 32, .warmup = 20,
+                    .lr = 3e-3, .seed = 7};
+    train_log a, b, c;
+    ba_model *ma = train(d, BA_ATTN_BOLTZMANN, &o, &a);
+    ba_model *mb = train(d, BA_ATTN_BOLTZMANN, &o, &b);
+    o.seed = 8;
+    ba_model *mc = train(d, BA_ATTN_BOLTZMANN, &o, &c);
+    size_t P = ba_model_num_params(ma);
+    assert_int_equal(P, ba_model_num_params(mb));
+    assert_memory_equal(&a.final_loss, &b.final_loss, sizeof(double));
+    assert_memory_equal(ba_model_params(ma), ba_model_params(mb), P * sizeof(ba_real));
+    assert_memory_equal(ba_model_adam_m(ma), ba_model_adam_m(mb), P * sizeof(ba_real));
+    assert_memory_equal(ba_model_adam_v(ma), ba_model_adam_v(mb), P * sizeof(ba_real));
+    assert_memory_not_equal(ba_model_params(ma), ba_model_params(mc), P * sizeof(ba_real));
+    /* J is trained (it starts at zero). */
+    ba_tensor_info ti;
+    int idx = ba_model_find_tensor(ma, "blocks.0.attn.J");
+    assert_true(idx >= 0);
+    assert_int_equal(ba_model_tensor(ma, idx, &ti), BA_OK);
+    double jmax = 0.0;
+    for (size_t i = 0; i < ti.size; i++)
+        jmax = fmax(jmax, fabs((double)ba_model_params(ma)[ti.offset + i]));
+    print_message("determinism: final loss %.9g twice, J (%s) max |J| %.3g after 60 steps\n",
+                  a.final_loss, ti.name, jmax);
+    assert_true(jmax > 1e-3);
+    ba_model_free(ma);
+    ba_model_free(mb);
+    ba_model_free(mc);
+    ba_dataset_free(d);
+}
+
+/* -------------------------------------------------------------- charlm */
+
+/* A corpus of words drawn from a small list with a fixed ba_rng: within a
+ * word each next character is determined, so a model with context does far
+ * better than the unigram entropy. Returns the unigram entropy (nats). */
+static double write_corpus(int fd, size_t len)
+{
+    static const char *words[] = {"apple", "banana", "cherry", "date", "fig",
+                                  "grape", "kiwi",   "lemon",  "mango"};
+    const int nw = (int)(sizeof words / sizeof words[0]);
+    ba_rng r;
+    ba_rng_seed(&r, 2024);
+    char *buf = malloc(len + 16);
+    assert_non_null(buf);
+    size_t n = 0;
+    while (n < len) {
+        const char *w = words[ba_rng_below(&r, (uint64_t)nw)];
+        size_t k = strlen(w);
+        memcpy(buf + n, w, k);
+        n += k;
+        buf[n++] = ba_rng_below(&r, 8) == 0 ? '\n' : ' ';
+    }
+    assert_int_equal(write(fd, buf, n), (ssize_t)n);
+    long cnt[256] = {0};
+    for (size_t i = 0; i < n; i++)
+        cnt[(unsigned char)buf[i]]++;
+    double H = 0.0;
+    for (int c = 0; c < 256; c++)
+        if (cnt[c]) {
+            double p = (double)cnt[c] / (double)n;
+            H -= p * log(p);
+        }
+    free(buf);
+    return H;
+}
+
+/* Measured (C=32, 2 heads, FFN, B=32, 200 steps, lr 3e-3 -> 3e-4, 16
+ * seeds): V = 21, validation loss 3.03-3.06 at initialisation (log V =
+ * 3.045), 0.60-0.61 after for both variants, unigram entropy 2.78. The
+ * bounds below (0.7 x initial, log V, 0.5 x unigram entropy) leave a wide
+ * margin. */
+static void test_charlm_learns(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ba_test_charlm_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    double Huni = write_corpus(fd, 24000);
+    close(fd);
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    int rc = ba_dataset_charlm(&d, path, NULL, 0, 8, err);
+    unlink(path);
+    if (rc)
+        fail_msg("ba_dataset_charlm: %s", err);
+    int V = ba_dataset_vocab_size(d);
+    assert_true(V >= 10 && V <= 30);
+    assert_true(ba_dataset_num_eval(d) > 100);
+
+    const ba_attn kinds[] = {BA_ATTN_SOFTMAX, BA_ATTN_BOLTZMANN};
+    for (int k = 0; k < 2; k++) {
+        train_opts o = {.C = 32, .H = 2, .ffn = 1, .steps = 200, .B = 32, .warmup = 20,
+                        .lr = 3e-3, .seed = 5};
+        double l0 = initial_eval_loss(d, kinds[k], &o);
+        train_log lg;
+        ba_model *m = train(d, kinds[k], &o, &lg);
+        ba_eval_result r;
+        evaluate(m, d, &r);
+        print_message("charlm %s: V=%d, val loss %.3f -> %.3f (log V %.3f, unigram entropy "
+                      "%.3f), val accuracy %.3f, train loss %.3f -> %.3f, %.2f s\n",
+                      ba_attn_name(kinds[k]), V, l0, r.loss, log((double)V), Huni, r.accuracy,
+                      lg.first10, lg.last10, lg.seconds);
+        assert_true(fabs(l0 - log((double)V)) < 0.5); /* near uniform at init */
+        assert_true(r.loss < 0.7 * l0);
+        assert_true(r.loss < log((double)V));
+        assert_true(r.loss < 0.5 * Huni);
+        ba_model_free(m);
+    }
+    ba_dataset_free(d);
+}
+
+/* ------------------------------------------------------- all variants */
+
+/* brackets T=6 (20 prefixes, 4 held out): every variant trains 100 steps
+ * without error and its mean training loss over the last 10 steps is below
+ * half the first 10 steps' mean (measured over 16 seeds: at most 0.23 of it
+ * for every variant). */
+static void test_all_variants_train(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    if (ba_dataset_brackets(&d, 6, 1, 2000, 99, err))
+        fail_msg("ba_dataset_brackets: %s", err);
+    for (int a = 0; a < 4; a++) {
+        train_opts o = {.C = 32, .H = 2, .ffn = 1, .steps = 100, .B = 32, .warmup = 10,
+                        .lr = 3e-3, .seed = 3};
+        train_log lg;
+        ba_model *m = train(d, (ba_attn)a, &o, &lg);
+        ba_eval_result r;
+        evaluate(m, d, &r);
+        print_message("brackets T=6 %-9s: train loss %.3f -> %.3f, held-out accuracy %.3f "
+                      "(baseline %.3f), %.2f s\n",
+                      ba_attn_name((ba_attn)a), lg.first10, lg.last10, r.accuracy,
+                      ba_dataset_position_baseline(d), lg.seconds);
+        assert_true(lg.last10 < 0.5 * lg.first10);
+        ba_model_free(m);
+    }
+    ba_dataset_free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_brackets_boltzmann_beats_baseline),
+        cmocka_unit_test(test_training_deterministic),
+        cmocka_unit_test(test_charlm_learns),
+        cmocka_unit_test(test_all_variants_train),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
