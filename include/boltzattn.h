@@ -64,6 +64,9 @@ typedef float ba_real;
 
 /* Largest number of spins the reference (enumeration) engine accepts. */
 #define BA_REFERENCE_MAX_SPINS 20
+/* Largest number of spins the fast (factorised) engine accepts: its kernels
+ * take 2 * 2^n doubles, 1 GiB at n = 26. */
+#define BA_FAST_MAX_SPINS 26
 /* Largest block size (T) any model accepts; softmax and sigmoid go this far. */
 #define BA_MAX_BLOCK 1024
 
@@ -109,8 +112,11 @@ typedef enum {
 typedef enum { BA_TASK_CHARLM = 0, BA_TASK_BRACKETS = 1 } ba_task;
 
 /* Which implementation computes the Ising marginals and their gradients.
- * Every engine computes the same exact quantities. */
-typedef enum { BA_ENGINE_REFERENCE = 0 } ba_engine;
+ * Both compute the same exact quantities: `reference` enumerates every
+ * state of every query (the test oracle); `fast` factorises the state
+ * space into two halves with a coupling kernel shared by all queries
+ * (the default). */
+typedef enum { BA_ENGINE_REFERENCE = 0, BA_ENGINE_FAST = 1 } ba_engine;
 
 /* Name <-> value for the enums above. parse returns BA_ERR_ARG on an
  * unknown name and lists the accepted ones in err. */
@@ -143,7 +149,7 @@ typedef struct {
     uint64_t data_seed; /* brackets: seed of the held-out set */
 } ba_config;
 
-/* Defaults: 1 layer, 1 head, C = 64, FFN on, reference engine. vocab and
+/* Defaults: 1 layer, 1 head, C = 64, FFN on, fast engine. vocab and
  * out sizes are left 0: fill them with ba_config_set_data. */
 ba_config ba_config_default(ba_task task, ba_attn attn, int block_size);
 

@@ -48,6 +48,27 @@ int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *
 int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
                        const double *g, double *dh, double *dJ, char *err);
 
+/* Reference enumeration of one query with caller workspace (2^n doubles):
+ * marginals into logw (n), and the backward accumulating dh (n) and dJ
+ * (rows of lddj). The oracle, and the fast engine's fallback. */
+void ba_ref_marginals_ws(int n, const double *h, const double *J, int ldj, double *logw,
+                         double *work);
+void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const double *g,
+                        double *dh, double *dJ, int lddj, double *work);
+
+/* The fast engine behind ba_engine_forward/backward (src/ising_fast.c), with
+ * the same layouts. *fallbacks (may be NULL) gets the number of queries it
+ * handed to the reference path because their sums fell below 1e-280. */
+int ba_fast_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
+                    long *fallbacks, char *err);
+int ba_fast_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
+                     double *dh, double *dJ, char *err);
+/* One query of n spins (h: n fields or NULL), as ba_ising_marginals. */
+int ba_fast_marginals1(int n, const double *h, const double *J, int ldj, double *logw,
+                       char *err);
+int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const double *g,
+                      double *dh, double *dJ, char *err);
+
 /* ---------------------------------------------------------- layers
  * Each layer is a forward/backward pair over plain arrays; backward
  * accumulates (+=) into the gradients of its inputs and parameters.

@@ -58,8 +58,8 @@ static double normalise(int n, double *lw, double mx)
 }
 
 /* Reference forward with caller workspace lw (2^n doubles). */
-static void ref_marginals(int n, const double *h, const double *J, int ldj, double *logw,
-                          double *lw)
+void ba_ref_marginals_ws(int n, const double *h, const double *J, int ldj, double *logw,
+                         double *lw)
 {
     unsigned long N = 1ul << n;
     double mx = fill_logweights(n, h, J, ldj, lw);
@@ -99,8 +99,8 @@ static void ref_marginals(int n, const double *h, const double *J, int ldj, doub
 /* Reference backward with caller workspace p (2^n doubles). Uses the centred
  * form Cov(G, X) = sum_s p(s) (G(s) - <G>) X(s), which avoids subtracting
  * two large nearly equal moments. */
-static void ref_backward(int n, const double *h, const double *J, int ldj, const double *g,
-                         double *dh, double *dJ, int lddj, double *p)
+void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const double *g,
+                        double *dh, double *dJ, int lddj, double *p)
 {
     unsigned long N = 1ul << n;
     double mx = fill_logweights(n, h, J, ldj, p);
@@ -168,10 +168,12 @@ int ba_ising_marginals(ba_engine e, int n, const double *h, const double *J, int
         return ba_fail(err, BA_ERR_ARG, "output logw is NULL");
     if ((rc = check_finite("h", h, n, err)))
         return rc;
+    if (e == BA_ENGINE_FAST)
+        return ba_fast_marginals1(n, h, J, ldj, logw, err);
     double *lw = malloc(sizeof(double) << n);
     if (!lw)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate 2^%d states", n);
-    ref_marginals(n, h, J, ldj, logw, lw);
+    ba_ref_marginals_ws(n, h, J, ldj, logw, lw);
     free(lw);
     return BA_OK;
 }
@@ -186,10 +188,12 @@ int ba_ising_backward(ba_engine e, int n, const double *h, const double *J, int 
         return ba_fail(err, BA_ERR_ARG, "upstream gradient g is NULL");
     if ((rc = check_finite("h", h, n, err)) || (rc = check_finite("g", g, n, err)))
         return rc;
+    if (e == BA_ENGINE_FAST)
+        return ba_fast_backward1(n, h, J, ldj, g, dh, dJ, err);
     double *p = malloc(sizeof(double) << n);
     if (!p)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate 2^%d states", n);
-    ref_backward(n, h, J, ldj, g, dh, dJ, ldj, p);
+    ba_ref_backward_ws(n, h, J, ldj, g, dh, dJ, ldj, p);
     free(p);
     return BA_OK;
 }
@@ -220,6 +224,8 @@ int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *
     int rc = check_n(e, T, J, ldj, err);
     if (rc)
         return rc;
+    if (e == BA_ENGINE_FAST)
+        return ba_fast_forward(B, T, h, J, ldj, logw, NULL, err);
     int nt = nthreads();
     size_t per = (size_t)1 << T;
     double work = (double)B * per * T * T; /* ~ operations of the enumeration */
@@ -232,7 +238,7 @@ int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
         double *lw = lwork + per * (size_t)thread_id();
-        ref_marginals(i + 1, h ? h + row : NULL, J, ldj, logw + row, lw);
+        ba_ref_marginals_ws(i + 1, h ? h + row : NULL, J, ldj, logw + row, lw);
         for (int j = i + 1; j < T; j++)
             logw[row + j] = -INFINITY;
     }
@@ -246,6 +252,8 @@ int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double 
     int rc = check_n(e, T, J, ldj, err);
     if (rc)
         return rc;
+    if (e == BA_ENGINE_FAST)
+        return ba_fast_backward(B, T, h, J, ldj, g, dh, dJ, err);
     int nt = nthreads();
     size_t per = (size_t)1 << T;
     size_t jsz = (size_t)T * T;
@@ -265,7 +273,7 @@ int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double 
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
         int t = thread_id();
-        ref_backward(i + 1, h ? h + row : NULL, J, ldj, g + row, dh ? dh + row : NULL,
+        ba_ref_backward_ws(i + 1, h ? h + row : NULL, J, ldj, g + row, dh ? dh + row : NULL,
                      dJ ? djt + jsz * (size_t)t : NULL, T, lwork + per * (size_t)t);
     }
     if (dJ)

@@ -89,7 +89,7 @@ double ba_rng_normal(ba_rng *r)
 
 static const char *const attn_names[] = {"softmax", "sigmoid", "boltzmann", "coupling"};
 static const char *const task_names[] = {"charlm", "brackets"};
-static const char *const engine_names[] = {"reference"};
+static const char *const engine_names[] = {"reference", "fast"};
 
 static int parse_name(const char *s, const char *const *names, int n, int *out,
                       const char *what, char *err)
@@ -110,7 +110,7 @@ static int parse_name(const char *s, const char *const *names, int n, int *out,
 
 const char *ba_attn_name(ba_attn a) { return (unsigned)a < 4 ? attn_names[a] : "?"; }
 const char *ba_task_name(ba_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
-const char *ba_engine_name(ba_engine e) { return (unsigned)e < 1 ? engine_names[e] : "?"; }
+const char *ba_engine_name(ba_engine e) { return (unsigned)e < 2 ? engine_names[e] : "?"; }
 
 int ba_attn_parse(const char *s, ba_attn *out, char *err)
 {
@@ -133,7 +133,7 @@ int ba_task_parse(const char *s, ba_task *out, char *err)
 int ba_engine_parse(const char *s, ba_engine *out, char *err)
 {
     int v = 0;
-    int rc = parse_name(s, engine_names, 1, &v, "engine", err);
+    int rc = parse_name(s, engine_names, 2, &v, "engine", err);
     if (rc == BA_OK)
         *out = (ba_engine)v;
     return rc;
@@ -143,6 +143,7 @@ int ba_engine_max_spins(ba_engine e)
 {
     switch (e) {
     case BA_ENGINE_REFERENCE: return BA_REFERENCE_MAX_SPINS;
+    case BA_ENGINE_FAST: return BA_FAST_MAX_SPINS;
     }
     return 0;
 }
@@ -155,7 +156,7 @@ ba_config ba_config_default(ba_task task, ba_attn attn, int block_size)
     memset(&c, 0, sizeof c);
     c.task = task;
     c.attn = attn;
-    c.engine = BA_ENGINE_REFERENCE;
+    c.engine = BA_ENGINE_FAST;
     c.n_layer = 1;
     c.n_head = 1;
     c.n_embd = 64;
@@ -175,7 +176,7 @@ int ba_config_validate(const ba_config *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "task %d is not a known task", (int)c->task);
     if ((unsigned)c->attn > BA_ATTN_COUPLING)
         return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)c->attn);
-    if ((unsigned)c->engine > BA_ENGINE_REFERENCE)
+    if ((unsigned)c->engine > BA_ENGINE_FAST)
         return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)c->engine);
     if (c->n_layer < 1 || c->n_layer > 64)
         return ba_fail(err, BA_ERR_ARG, "n_layer = %d is out of range [1, 64]", c->n_layer);
@@ -209,6 +210,12 @@ int ba_config_validate(const ba_config *c, char *err)
     }
     if (c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING) {
         int lim = ba_engine_max_spins(c->engine);
+        if (c->block_size > lim && c->engine == BA_ENGINE_FAST)
+            return ba_fail(err, BA_ERR_LIMIT,
+                           "T = %d is too large for exact %s attention: the fast engine would "
+                           "need %.0f MiB for its two 2^T kernels and accepts T <= %d",
+                           c->block_size, ba_attn_name(c->attn),
+                           2.0 * ldexp(1.0, c->block_size) * sizeof(double) / 1048576.0, lim);
         if (c->block_size > lim)
             return ba_fail(err, BA_ERR_LIMIT,
                            "T = %d is too large for exact %s attention: the %s engine enumerates "

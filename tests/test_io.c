@@ -587,7 +587,7 @@ static void test_config_roundtrip(void **state)
         "\"n_embd\":16,\"block_size\":8,\"vocab_size\":2,\"out_size\":8,\"ffn\":true,"
         "\"comment\":[1,2,{}]}";
     assert_int_equal(ba_config_from_json(minimal, &r, err), BA_OK);
-    assert_int_equal(r.engine, BA_ENGINE_REFERENCE);
+    assert_int_equal(r.engine, BA_ENGINE_FAST);
     assert_int_equal(r.kinds, 1);
     assert_int_equal(r.n_heldout, 2000);
     assert_true(r.data_seed == 1234);

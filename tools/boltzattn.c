@@ -312,7 +312,7 @@ static opt train_opts[] = {
     {"heldout", "N", "2000", "brackets: held-out sequences (at most 20% of all prefixes)", 0,
      0},
     {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},
-    {"engine", "NAME", "reference", "exact Ising engine", 0, 0},
+    {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},
     {"out", "DIR", "runs/TASK-ATTN-T<T>-s<SEED>", "output directory", 0, 0},
     {"eval-every", "N", "steps/10", "validate every N steps (0 = only at the end)", 0, 0},
     {"eval-items", "N", "512", "items in periodic validation (the final one uses all)", 0, 0},
