@@ -56,9 +56,30 @@ void ba_ref_marginals_ws(int n, const double *h, const double *J, int ldj, doubl
 void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const double *g,
                         double *dh, double *dJ, int lddj, double *work);
 
-/* The fast engine behind ba_engine_forward/backward (src/ising_fast.c), with
- * the same layouts. *fallbacks (may be NULL) gets the number of queries it
- * handed to the reference path because their sums fell below 1e-280. */
+/* An engine context keeps what a backward reuses from its forward (the fast
+ * engine's kernels K' of every n, its products and trust flags) and keeps
+ * buffers across calls. One per attention head of a model; NULL contexts
+ * mean a stateless call. A backward on a context must follow the forward of
+ * the same inputs on that context (otherwise it recomputes the forward). */
+typedef struct ba_engine_ctx ba_engine_ctx;
+ba_engine_ctx *ba_engine_ctx_new(void);
+void ba_engine_ctx_free(ba_engine_ctx *c);
+/* Queries of the last forward that the fast engine handed to the reference
+ * path because their sums fell below 1e-280. */
+long ba_engine_ctx_fallbacks(const ba_engine_ctx *c);
+int ba_engine_forward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const double *h,
+                          const double *J, int ldj, double *logw, char *err);
+int ba_engine_backward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const double *h,
+                           const double *J, int ldj, const double *g, double *dh, double *dJ,
+                           char *err);
+
+/* The fast engine itself (src/ising_fast.c), with the layouts above. The
+ * _fast entries need a context; ba_fast_forward/backward make a temporary
+ * one (*fallbacks, may be NULL, as ba_engine_ctx_fallbacks). */
+int ba_engine_forward_fast(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
+                           int ldj, double *logw, char *err);
+int ba_engine_backward_fast(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
+                            int ldj, const double *g, double *dh, double *dJ, char *err);
 int ba_fast_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
                     long *fallbacks, char *err);
 int ba_fast_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
@@ -112,6 +133,7 @@ typedef struct {
     ba_attn attn;
     ba_engine engine;
     int B, T, C, H, Tmax;
+    ba_engine_ctx **ctx; /* (H) one per head, or NULL for stateless calls */
 } ba_attn_shape;
 
 int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,

@@ -221,11 +221,24 @@ static int thread_id(void)
 int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
                       double *logw, char *err)
 {
+    return ba_engine_forward_ctx(NULL, e, B, T, h, J, ldj, logw, err);
+}
+
+int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
+                       const double *g, double *dh, double *dJ, char *err)
+{
+    return ba_engine_backward_ctx(NULL, e, B, T, h, J, ldj, g, dh, dJ, err);
+}
+
+int ba_engine_forward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const double *h,
+                          const double *J, int ldj, double *logw, char *err)
+{
     int rc = check_n(e, T, J, ldj, err);
     if (rc)
         return rc;
     if (e == BA_ENGINE_FAST)
-        return ba_fast_forward(B, T, h, J, ldj, logw, NULL, err);
+        return c ? ba_engine_forward_fast(c, B, T, h, J, ldj, logw, err)
+                 : ba_fast_forward(B, T, h, J, ldj, logw, NULL, err);
     int nt = nthreads();
     size_t per = (size_t)1 << T;
     double work = (double)B * per * T * T; /* ~ operations of the enumeration */
@@ -246,14 +259,16 @@ int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *
     return BA_OK;
 }
 
-int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
-                       const double *g, double *dh, double *dJ, char *err)
+int ba_engine_backward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const double *h,
+                           const double *J, int ldj, const double *g, double *dh, double *dJ,
+                           char *err)
 {
     int rc = check_n(e, T, J, ldj, err);
     if (rc)
         return rc;
     if (e == BA_ENGINE_FAST)
-        return ba_fast_backward(B, T, h, J, ldj, g, dh, dJ, err);
+        return c ? ba_engine_backward_fast(c, B, T, h, J, ldj, g, dh, dJ, err)
+                 : ba_fast_backward(B, T, h, J, ldj, g, dh, dJ, err);
     int nt = nthreads();
     size_t per = (size_t)1 << T;
     size_t jsz = (size_t)T * T;

@@ -1,21 +1,26 @@
 /* The fast exact engine (spec section 4): factorised enumeration with a
  * coupling kernel shared by every query that sees the same n keys.
  *
- * Split the n spins into A (the first a) and B (the other b = n - a). A
- * state is a pair (sA, sB) of bit patterns, bit j set meaning s_j = +1, and
+ * Split the n spins into A (the first a = n/2) and B (the other b = n - a).
+ * A state is a pair (sA, sB) of bit patterns, bit j set meaning s_j = +1:
  *   log weight(sA, sB) = uA(sA) + vB(sB) + X(sA, sB),
  *   uA = hA.sA,  vB = hB.sB  (per query),
- *   X = JAA-term(sA) + JBB-term(sB) + sA^T JAB sB  (shared).
- * With the shared kernel K'(sA, sB) = exp(X - rho_A - gamma_B) <= 1, where
- * rho (row) and gamma (column) shifts take the exponent range out of K' and
- * into the per-query vectors eu = exp(uA + rho - max), ev = exp(vB + gamma -
- * max), every query's marginals come from two matrix products over all
- * queries at once: R = EV K'^T, L = EU K' (spec section 4 has the backward).
+ *   X = JAA-term(sA) + JBB-term(sB) + sA^T JAB sB  (shared by all queries).
+ * The shared kernel K'(sA, sB) = exp(X - rho(sA) - gamma(sB)) <= 1 carries
+ * row shifts rho and column shifts gamma that move the exponent range into
+ * the per-query vectors eu = exp(uA + rho - max), ev = exp(vB + gamma - max).
+ * Then all queries' marginals come from two products, R = EV K'^T and
+ * L = EU K', and the backward from three more (spec section 4).
  *
- * All of it is double. A query whose sums fall so low that values lost to
- * underflow could matter (below 1e-280, where the loss is bounded by about
- * 2^(n+3) * DBL_MIN, i.e. under 1e-19 relative) is recomputed by the
- * reference enumeration, which shifts every half separately. */
+ * All of it is double. A query whose partition sum or any marginal numerator
+ * falls below TRUST_MIN is recomputed by the reference enumeration, which
+ * shifts each half separately: values lost to underflow in the products are
+ * bounded by about 2^(n+3) * DBL_MIN, under 1e-19 of anything above
+ * TRUST_MIN, so every query the fast path keeps is exact to rounding.
+ *
+ * A context keeps the kernels K' of every n (and R, L, Z) from the forward
+ * for the backward of the same batch, and keeps its buffers across steps so
+ * large kernels are not faulted in afresh at every call. */
 #include "internal.h"
 
 #include <cblas.h>
@@ -28,34 +33,39 @@
 #endif
 
 #define TRUST_MIN 1e-280
+#define MAXN BA_FAST_MAX_SPINS
 
-/* Buffers for one n, sized for the largest n and Q of a call. */
-typedef struct {
-    int Q, nmax;
-    double *K;     // (NA,NB) shifted kernel; also X while it is built
-    double *M;     // (NA,NB) backward: weighted moment matrix
-    double *rho;   // (NA) row shifts
-    double *gam;   // (NB) column shifts
-    double *eA;    // (NA) JAA term
-    double *eB;    // (NB) JBB term
-    double *F;     // (NA,b) f_k(sA) = sum_{j in A} J_jk s_j
-    double *colmx; // (threads,NB) per-thread column maxima
-    double *EU;    // (2Q,NA): rows 0..Q-1 eu; backward: rows Q.. eu*G_A
-    double *EV;    // (2Q,NB): rows 0..Q-1 ev; backward: rows Q.. ev*G_B
-    double *R;     // (2Q,NA): R = EV K'^T; backward rows Q..: R2
-    double *L;     // (2Q,NB): L = EU K'; backward rows Q..: L2
-    double *UU;    // (2Q,NA) backward: U1 rows then U2 rows
-    double *GA;    // (Q,NA) backward: G_A per query
-    double *GB;    // (Q,NB) backward: G_B per query
-    double *Z;     // (Q) shifted partition sums
-    double *SB;    // (NB,b) +-1 spin matrix of the B half
-    double *PS;    // (NA,b) (M o K') S_B
-    double *WA;    // (Q,NA) backward: wA per query
-    double *WB;    // (Q,NB) backward: wB per query
-    double *ref;   // (threads, 2^nmax) reference fallback workspace
-    char *valid;   // (Q) query trusted by the fast path
-    int nthreads;
-} fast_ws;
+struct ba_engine_ctx {
+    /* capacity of the stored forward state */
+    int cap_T, cap_Q;
+    size_t offK[MAXN + 2], offA[MAXN + 2], offB[MAXN + 2]; /* per-n offsets */
+    double *K;     // (sum_n 2^n) K'_n at offK[n], (NA_n, NB_n) row-major
+    double *rho;   // (sum_n NA_n) row shifts
+    double *gam;   // (sum_n NB_n) column shifts
+    double *R;     // (Q * sum_n NA_n) R_n = EV K'^T at Q*offA[n], (Q, NA_n)
+    double *L;     // (Q * sum_n NB_n) L_n = EU K', (Q, NB_n)
+    double *Z;     // (Q * T) shifted partition sums, (n-1)*Q + q
+    char *valid;   // (Q * T) query trusted by the fast path
+    /* the forward the state belongs to */
+    int fwd_B, fwd_T;
+    long fallbacks;
+    /* scratch, sized for cap_T, cap_Q and the thread count */
+    int cap_threads, has_bwd;
+    double *eA, *eB; // (NAmax), (NBmax) half coupling energies
+    double *F;       // (NAmax, bmax) f_k(sA) = sum_{j in A} J_{j,a+k} s_j
+    double *colmx;   // (threads, NBmax) per-thread column maxima
+    double *EU;      // (2Q, NAmax) eu rows; backward rows Q..: eu * G_A
+    double *EV;      // (2Q, NBmax) ev rows; backward rows Q..: ev * G_B
+    double *tmp;     // (threads, NAmax + NBmax)
+    /* backward only */
+    double *M;       // (2^T) moment matrix, then M o K'
+    double *R2, *L2; // (Q, NAmax), (Q, NBmax)
+    double *UU;      // (2Q, NAmax) U1 rows then U2 rows
+    double *GA, *GB; // (Q, NAmax), (Q, NBmax) pattern sums of g
+    double *WA, *WB; // (Q, NAmax), (Q, NBmax) half weights wA, wB
+    double *SB;      // (NBmax, bmax) +-1 spin matrix of the B half
+    double *PS;      // (NAmax, bmax) (M o K') S_B
+};
 
 static int nthreads(void)
 {
@@ -75,78 +85,161 @@ static int thread_id(void)
 #endif
 }
 
-static void ws_free(fast_ws *w)
+static void free_store(ba_engine_ctx *c)
 {
-    double **bufs[] = {&w->K,  &w->M,  &w->rho, &w->gam, &w->eA, &w->eB, &w->F,
-                       &w->colmx, &w->EU, &w->EV, &w->R, &w->L, &w->UU, &w->GA,
-                       &w->GB, &w->Z,  &w->SB, &w->PS, &w->WA, &w->WB, &w->ref};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        free(*bufs[i]);
-        *bufs[i] = NULL;
-    }
-    free(w->valid);
-    w->valid = NULL;
+    free(c->K), free(c->rho), free(c->gam), free(c->R), free(c->L), free(c->Z), free(c->valid);
+    c->K = c->rho = c->gam = c->R = c->L = c->Z = NULL;
+    c->valid = NULL;
+    c->cap_T = c->cap_Q = 0;
+    c->fwd_B = c->fwd_T = 0;
 }
 
-static int ws_init(fast_ws *w, int nmax, int Q, int backward, char *err)
+static void free_scratch(ba_engine_ctx *c)
 {
-    memset(w, 0, sizeof *w);
-    w->Q = Q, w->nmax = nmax, w->nthreads = nthreads();
-    int amax = nmax / 2, bmax = nmax - amax;
-    size_t NA = (size_t)1 << amax, NB = (size_t)1 << bmax, N = (size_t)1 << nmax;
-    size_t q2 = 2 * (size_t)Q;
-    w->K = malloc(sizeof(double) * N);
-    w->rho = malloc(sizeof(double) * NA);
-    w->gam = malloc(sizeof(double) * NB);
-    w->eA = malloc(sizeof(double) * NA);
-    w->eB = malloc(sizeof(double) * NB);
-    w->F = malloc(sizeof(double) * NA * (bmax ? bmax : 1));
-    w->colmx = malloc(sizeof(double) * NB * (size_t)w->nthreads);
-    w->EU = malloc(sizeof(double) * q2 * NA);
-    w->EV = malloc(sizeof(double) * q2 * NB);
-    w->R = malloc(sizeof(double) * q2 * NA);
-    w->L = malloc(sizeof(double) * q2 * NB);
-    w->Z = malloc(sizeof(double) * Q);
-    w->valid = malloc((size_t)Q);
-    w->ref = malloc(sizeof(double) * N * (size_t)w->nthreads);
-    int ok = w->K && w->rho && w->gam && w->eA && w->eB && w->F && w->colmx && w->EU && w->EV &&
-             w->R && w->L && w->Z && w->valid && w->ref;
-    if (backward) {
-        w->M = malloc(sizeof(double) * N);
-        w->UU = malloc(sizeof(double) * q2 * NA);
-        w->GA = malloc(sizeof(double) * (size_t)Q * NA);
-        w->GB = malloc(sizeof(double) * (size_t)Q * NB);
-        w->SB = malloc(sizeof(double) * NB * (bmax ? bmax : 1));
-        w->PS = malloc(sizeof(double) * NA * (bmax ? bmax : 1));
-        w->WA = malloc(sizeof(double) * (size_t)Q * NA);
-        w->WB = malloc(sizeof(double) * (size_t)Q * NB);
-        ok = ok && w->M && w->UU && w->GA && w->GB && w->SB && w->PS && w->WA && w->WB;
+    double **b[] = {&c->eA, &c->eB, &c->F,  &c->colmx, &c->EU, &c->EV, &c->tmp, &c->M,
+                    &c->R2, &c->L2, &c->UU, &c->GA,    &c->GB, &c->WA, &c->WB,  &c->SB,
+                    &c->PS};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        free(*b[i]);
+        *b[i] = NULL;
     }
-    if (!ok) {
-        ws_free(w);
-        return ba_fail(err, BA_ERR_NOMEM,
-                       "cannot allocate the fast engine's workspace for n = %d spins (%.0f MiB)",
-                       nmax, (backward ? 2.0 : 1.0) * (double)N * sizeof(double) / 1048576.0);
+    c->cap_threads = c->has_bwd = 0;
+}
+
+ba_engine_ctx *ba_engine_ctx_new(void) { return calloc(1, sizeof(ba_engine_ctx)); }
+
+void ba_engine_ctx_free(ba_engine_ctx *c)
+{
+    if (!c)
+        return;
+    free_store(c);
+    free_scratch(c);
+    free(c);
+}
+
+long ba_engine_ctx_fallbacks(const ba_engine_ctx *c) { return c ? c->fallbacks : 0; }
+
+static int mib_fail(char *err, int T, double bytes)
+{
+    return ba_fail(err, BA_ERR_NOMEM,
+                   "cannot allocate the fast engine's buffers for T = %d (%.0f MiB)", T,
+                   bytes / 1048576.0);
+}
+
+/* Makes room for a forward (and, if bwd, a backward) of Q queries and up to
+ * T spins. Growing the store drops the stored forward. */
+static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
+{
+    int amax = T / 2, bmax = T - amax;
+    size_t NAm = (size_t)1 << amax, NBm = (size_t)1 << bmax, q = (size_t)Q;
+    int nt = nthreads();
+    if (T > c->cap_T || Q > c->cap_Q) {
+        T = T > c->cap_T ? T : c->cap_T;
+        Q = Q > c->cap_Q ? Q : c->cap_Q;
+        q = (size_t)Q;
+        free_store(c);
+        free_scratch(c);
+        size_t k = 0, sa = 0, sb = 0;
+        for (int n = 1; n <= T; n++) {
+            c->offK[n] = k, c->offA[n] = sa, c->offB[n] = sb;
+            k += (size_t)1 << n;
+            sa += (size_t)1 << (n / 2);
+            sb += (size_t)1 << (n - n / 2);
+        }
+        c->K = malloc(sizeof(double) * k);
+        c->rho = malloc(sizeof(double) * sa);
+        c->gam = malloc(sizeof(double) * sb);
+        c->R = malloc(sizeof(double) * q * sa);
+        c->L = malloc(sizeof(double) * q * sb);
+        c->Z = malloc(sizeof(double) * q * T);
+        c->valid = malloc(q * T);
+        if (!c->K || !c->rho || !c->gam || !c->R || !c->L || !c->Z || !c->valid) {
+            free_store(c);
+            return mib_fail(err, T, sizeof(double) * (double)k);
+        }
+        c->cap_T = T, c->cap_Q = Q;
+    }
+    if (nt > c->cap_threads) {
+        free_scratch(c);
+        T = c->cap_T, Q = c->cap_Q, q = (size_t)Q;
+        amax = T / 2, bmax = T - amax;
+        NAm = (size_t)1 << amax, NBm = (size_t)1 << bmax;
+        c->eA = malloc(sizeof(double) * NAm);
+        c->eB = malloc(sizeof(double) * NBm);
+        c->F = malloc(sizeof(double) * NAm * bmax);
+        c->colmx = malloc(sizeof(double) * NBm * nt);
+        c->EU = malloc(sizeof(double) * 2 * q * NAm);
+        c->EV = malloc(sizeof(double) * 2 * q * NBm);
+        c->tmp = malloc(sizeof(double) * (NAm + NBm) * nt);
+        if (!c->eA || !c->eB || !c->F || !c->colmx || !c->EU || !c->EV || !c->tmp) {
+            free_scratch(c);
+            return mib_fail(err, T, sizeof(double) * 2.0 * q * (NAm + NBm));
+        }
+        c->cap_threads = nt;
+    }
+    if (bwd && !c->has_bwd) {
+        T = c->cap_T, q = (size_t)c->cap_Q;
+        amax = T / 2, bmax = T - amax;
+        NAm = (size_t)1 << amax, NBm = (size_t)1 << bmax;
+        c->M = malloc(sizeof(double) * NAm * NBm);
+        c->R2 = malloc(sizeof(double) * q * NAm);
+        c->L2 = malloc(sizeof(double) * q * NBm);
+        c->UU = malloc(sizeof(double) * 2 * q * NAm);
+        c->GA = malloc(sizeof(double) * q * NAm);
+        c->GB = malloc(sizeof(double) * q * NBm);
+        c->WA = malloc(sizeof(double) * q * NAm);
+        c->WB = malloc(sizeof(double) * q * NBm);
+        c->SB = malloc(sizeof(double) * NBm * bmax);
+        c->PS = malloc(sizeof(double) * NAm * bmax);
+        if (!c->M || !c->R2 || !c->L2 || !c->UU || !c->GA || !c->GB || !c->WA || !c->WB ||
+            !c->SB || !c->PS) {
+            free_scratch(c);
+            return mib_fail(err, T, sizeof(double) * (double)(NAm * NBm));
+        }
+        c->has_bwd = 1;
     }
     return BA_OK;
 }
 
+/* The slices of one n. */
+typedef struct {
+    int n, a, b, Q;
+    size_t NA, NB;
+    double *K, *rho, *gam, *R, *L, *Z;
+    char *valid;
+} nview;
+
+static nview view(ba_engine_ctx *c, int n, int Q)
+{
+    nview v;
+    v.n = n, v.a = n / 2, v.b = n - n / 2, v.Q = Q;
+    v.NA = (size_t)1 << v.a, v.NB = (size_t)1 << v.b;
+    v.K = c->K + c->offK[n];
+    v.rho = c->rho + c->offA[n];
+    v.gam = c->gam + c->offB[n];
+    v.R = c->R + (size_t)Q * c->offA[n];
+    v.L = c->L + (size_t)Q * c->offB[n];
+    v.Z = c->Z + (size_t)(n - 1) * Q;
+    v.valid = c->valid + (size_t)(n - 1) * Q;
+    return v;
+}
+
 /* Pattern sums over the bits of a half: out[s] = sum_j c[j] s_j for every
- * s in [0, 2^m), built from the pattern without its lowest set bit (flipping
- * spin j from -1 to +1 adds 2 c[j]). */
-static void pattern_sums(int m, const double *c, double *out)
+ * s in [0, 2^m), each built from the pattern without its lowest set bit
+ * (flipping spin j from -1 to +1 adds 2 c[j]). */
+static void pattern_sums(int m, const double *cf, double *out)
 {
     double base = 0.0;
     for (int j = 0; j < m; j++)
-        base -= c[j];
+        base -= cf[j];
     out[0] = base;
     size_t N = (size_t)1 << m;
     for (size_t s = 1; s < N; s++)
-        out[s] = out[s & (s - 1)] + 2.0 * c[__builtin_ctzll(s)];
+        out[s] = out[s & (s - 1)] + 2.0 * cf[__builtin_ctzll(s)];
 }
 
-/* Pairwise coupling energy of one half: sum_{j<k} J_jk s_j s_k over the
- * spins off..off+m-1, for every pattern. */
+/* Pairwise coupling energy sum_{j<k} J_jk s_j s_k of the spins
+ * off..off+m-1, for every pattern of the half. */
 static void half_couplings(int m, int off, const double *J, int ldj, double *out)
 {
     size_t N = (size_t)1 << m;
@@ -161,82 +254,79 @@ static void half_couplings(int m, int off, const double *J, int ldj, double *out
     }
 }
 
-/* Builds K' = exp(X - rho - gamma) for n spins; rho, gamma into w. */
-static void build_kernel(fast_ws *w, int n, const double *J, int ldj)
+/* K' = exp(X - rho - gamma) for the n spins of v. */
+static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int ldj)
 {
-    int a = n / 2, b = n - a;
-    size_t NA = (size_t)1 << a, NB = (size_t)1 << b;
-    half_couplings(a, 0, J, ldj, w->eA);
-    half_couplings(b, a, J, ldj, w->eB);
-    /* F[sA][k] = sum_{j in A} J_{j,a+k} s_j */
+    int a = v->a, b = v->b;
+    size_t NA = v->NA, NB = v->NB;
+    half_couplings(a, 0, J, ldj, c->eA);
+    half_couplings(b, a, J, ldj, c->eB);
     for (size_t sA = 0; sA < NA; sA++)
         for (int k = 0; k < b; k++) {
             double f = 0.0;
             for (int j = 0; j < a; j++)
                 f += J[(size_t)j * ldj + a + k] * ((sA >> j & 1) ? 1.0 : -1.0);
-            w->F[sA * b + k] = f;
+            c->F[sA * b + k] = f;
         }
-    int nt = w->nthreads;
+    int nt = c->cap_threads;
     for (size_t i = 0; i < NB * (size_t)nt; i++)
-        w->colmx[i] = -INFINITY;
+        c->colmx[i] = -INFINITY;
     double work = 4.0 * NA * NB;
 #pragma omp parallel num_threads(nt) if (work > BA_PAR_MIN_WORK)
     {
-        double *cm = w->colmx + NB * (size_t)thread_id();
+        double *cm = c->colmx + NB * (size_t)thread_id();
 #pragma omp for schedule(static)
         for (size_t sA = 0; sA < NA; sA++) {
-            double *row = w->K + sA * NB;
-            /* X minus the row constant eA: eB(sB) + sA^T JAB sB */
-            pattern_sums(b, w->F + sA * b, row);
+            double *row = v->K + sA * NB;
+            /* X without its row constant eA(sA): eB(sB) + sA^T JAB sB */
+            pattern_sums(b, c->F + sA * b, row);
             double mx = -INFINITY;
             for (size_t sB = 0; sB < NB; sB++) {
-                row[sB] += w->eB[sB];
+                row[sB] += c->eB[sB];
                 mx = row[sB] > mx ? row[sB] : mx;
             }
-            w->rho[sA] = w->eA[sA] + mx;
+            v->rho[sA] = c->eA[sA] + mx;
             for (size_t sB = 0; sB < NB; sB++) {
                 row[sB] -= mx;
                 cm[sB] = row[sB] > cm[sB] ? row[sB] : cm[sB];
             }
         }
     }
-    /* max is exact, so merging per-thread maxima is order-independent */
+    /* a maximum is exact, so merging the threads' maxima is order-free */
     for (size_t sB = 0; sB < NB; sB++) {
         double g = -INFINITY;
         for (int t = 0; t < nt; t++)
-            g = w->colmx[(size_t)t * NB + sB] > g ? w->colmx[(size_t)t * NB + sB] : g;
-        w->gam[sB] = g;
+            g = fmax(g, c->colmx[(size_t)t * NB + sB]);
+        v->gam[sB] = g;
     }
 #pragma omp parallel for schedule(static) num_threads(nt) if (work > BA_PAR_MIN_WORK)
     for (size_t sA = 0; sA < NA; sA++) {
-        double *row = w->K + sA * NB;
+        double *row = v->K + sA * NB;
         for (size_t sB = 0; sB < NB; sB++)
-            row[sB] = exp(row[sB] - w->gam[sB]);
+            row[sB] = exp(row[sB] - v->gam[sB]);
     }
 }
 
-static const double zero_fields[64]; /* h of the coupling variant */
+static const double zero_fields[MAXN]; /* the fields of the coupling variant */
 
-/* eu/ev rows of every query (fields h_q = h + q*hs, NULL for h = 0), then
- * R = EV K'^T, L = EU K', the partition sums and the trust flags. */
-static void query_products(fast_ws *w, int n, int Q, const double *h, size_t hs)
+/* eu and ev rows (Q of them, fields h_q = h + q*hs, NULL for h = 0). */
+static void query_vectors(ba_engine_ctx *c, const nview *v, const double *h, size_t hs)
 {
-    int a = n / 2, b = n - a;
-    size_t NA = (size_t)1 << a, NB = (size_t)1 << b;
-    double work = (double)Q * (NA + NB) * 30.0;
+    size_t NA = v->NA, NB = v->NB;
+    double work = (double)v->Q * (NA + NB) * 30.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
-    for (int q = 0; q < Q; q++) {
-        double *eu = w->EU + (size_t)q * NA, *ev = w->EV + (size_t)q * NB;
+    for (int q = 0; q < v->Q; q++) {
+        double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
         const double *hq = h ? h + (size_t)q * hs : zero_fields;
-        pattern_sums(a, hq, eu);
-        pattern_sums(b, hq + a, ev);
+        pattern_sums(v->a, hq, eu);
+        pattern_sums(v->b, hq + v->a, ev);
         double mu = -INFINITY, mv = -INFINITY;
         for (size_t s = 0; s < NA; s++) {
-            eu[s] += w->rho[s];
+            eu[s] += v->rho[s];
             mu = eu[s] > mu ? eu[s] : mu;
         }
         for (size_t s = 0; s < NB; s++) {
-            ev[s] += w->gam[s];
+            ev[s] += v->gam[s];
             mv = ev[s] > mv ? ev[s] : mv;
         }
         for (size_t s = 0; s < NA; s++)
@@ -244,21 +334,10 @@ static void query_products(fast_ws *w, int n, int Q, const double *h, size_t hs)
         for (size_t s = 0; s < NB; s++)
             ev[s] = exp(ev[s] - mv);
     }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, (int)NA, (int)NB, 1.0, w->EV, (int)NB,
-                w->K, (int)NB, 0.0, w->R, (int)NA);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, (int)NB, (int)NA, 1.0, w->EU,
-                (int)NA, w->K, (int)NB, 0.0, w->L, (int)NB);
-    for (int q = 0; q < Q; q++) {
-        const double *eu = w->EU + (size_t)q * NA, *r = w->R + (size_t)q * NA;
-        double z = 0.0;
-        for (size_t s = 0; s < NA; s++)
-            z += eu[s] * r[s];
-        w->Z[q] = z;
-    }
 }
 
 /* Numerators of P(s_j = +1) for the spins of one half from the half-state
- * weights t (2^m), into num[0..m). */
+ * weights t (2^m values), into num[0..m). */
 static void half_numerators(int m, const double *t, double *num)
 {
     size_t N = (size_t)1 << m;
@@ -270,26 +349,26 @@ static void half_numerators(int m, const double *t, double *num)
                 num[j] += t[s];
 }
 
-/* Marginals of query q from the products; returns 1 if the fast path can
- * be trusted for it (partition sum and every numerator above TRUST_MIN),
- * writing logw[0..n) when lw is not NULL. tmp holds NA + NB doubles. */
-static int fast_query_marginals(const fast_ws *w, int n, int q, double *tmp, double *lw)
+/* Marginals of query q; returns 1 if the fast path holds for it (partition
+ * sum and every numerator at least TRUST_MIN), writing lw[0..n) when lw is
+ * not NULL. tmp holds NA + NB doubles. */
+static int query_marginals(const ba_engine_ctx *c, const nview *v, int q, double *tmp,
+                           double *lw)
 {
-    int a = n / 2, b = n - a;
-    size_t NA = (size_t)1 << a, NB = (size_t)1 << b;
-    if (!(w->Z[q] >= TRUST_MIN))
+    size_t NA = v->NA, NB = v->NB;
+    if (!(v->Z[q] >= TRUST_MIN))
         return 0;
-    const double *eu = w->EU + (size_t)q * NA, *ev = w->EV + (size_t)q * NB;
-    const double *r = w->R + (size_t)q * NA, *l = w->L + (size_t)q * NB;
-    double *tA = tmp, *tB = tmp + NA, num[64];
+    const double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
+    const double *r = v->R + (size_t)q * NA, *l = v->L + (size_t)q * NB;
+    double *tA = tmp, *tB = tmp + NA, num[MAXN];
     for (size_t s = 0; s < NA; s++)
         tA[s] = eu[s] * r[s];
     for (size_t s = 0; s < NB; s++)
         tB[s] = ev[s] * l[s];
-    half_numerators(a, tA, num);
-    half_numerators(b, tB, num + a);
-    double lz = log(w->Z[q]);
-    for (int j = 0; j < n; j++) {
+    half_numerators(v->a, tA, num);
+    half_numerators(v->b, tB, num + v->a);
+    double lz = log(v->Z[q]);
+    for (int j = 0; j < v->n; j++) {
         if (!(num[j] >= TRUST_MIN))
             return 0;
         if (lw) /* rounding can put a certain spin at +1e-16 */
@@ -298,103 +377,93 @@ static int fast_query_marginals(const fast_ws *w, int n, int q, double *tmp, dou
     return 1;
 }
 
-/* Decides, for every query, whether the fast path holds (see above). */
-static void trust_queries(fast_ws *w, int n, int Q, double *logw, size_t ls)
+/* Kernel, products, partition sums, trust flags and (if logw) the marginals
+ * of the Q queries with n spins; untrusted queries go to the reference
+ * enumeration. Returns the number of those, or -1 when its workspace cannot
+ * be allocated. */
+static long forward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs,
+                      const double *J, int ldj, double *logw, size_t ls)
 {
-    int a = n / 2, b = n - a;
-    double work = (double)Q * (((size_t)1 << a) * a + ((size_t)1 << b) * b) * 2.0;
+    nview v = view(c, n, Q);
+    build_kernel(c, &v, J, ldj);
+    query_vectors(c, &v, h, hs);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, (int)v.NA, (int)v.NB, 1.0, c->EV,
+                (int)v.NB, v.K, (int)v.NB, 0.0, v.R, (int)v.NA);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, (int)v.NB, (int)v.NA, 1.0, c->EU,
+                (int)v.NA, v.K, (int)v.NB, 0.0, v.L, (int)v.NB);
+    double work = (double)Q * (v.NA * v.a + v.NB * v.b) * 3.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
-        double *tmp = w->ref + ((size_t)1 << w->nmax) * (size_t)thread_id();
-        w->valid[q] = (char)fast_query_marginals(w, n, q, tmp, logw ? logw + (size_t)q * ls : NULL);
+        const double *eu = c->EU + (size_t)q * v.NA, *r = v.R + (size_t)q * v.NA;
+        double z = 0.0;
+        for (size_t s = 0; s < v.NA; s++)
+            z += eu[s] * r[s];
+        v.Z[q] = z;
+        double *tmp = c->tmp + (v.NA + v.NB) * (size_t)thread_id();
+        v.valid[q] = (char)query_marginals(c, &v, q, tmp, logw ? logw + (size_t)q * ls : NULL);
     }
-}
-
-/* Forward for Q queries with n spins each. logw_q = logw + q*ls. */
-static void fast_forward_n(fast_ws *w, int n, int Q, const double *h, size_t hs,
-                           const double *J, int ldj, double *logw, size_t ls)
-{
-    build_kernel(w, n, J, ldj);
-    query_products(w, n, Q, h, hs);
-    trust_queries(w, n, Q, logw, ls);
-    for (int q = 0; q < Q; q++)
-        if (!w->valid[q])
-            ba_ref_marginals_ws(n, h ? h + (size_t)q * hs : zero_fields, J, ldj,
-                                logw + (size_t)q * ls, w->ref);
-}
-
-int ba_fast_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
-                    long *fallbacks, char *err)
-{
-    fast_ws w;
-    int rc = ws_init(&w, T, B, 0, err);
-    if (rc)
-        return rc;
     long fb = 0;
-    size_t TT = (size_t)T * T;
-    for (int n = 1; n <= T; n++) {
-        int i = n - 1; /* query row with n visible keys */
-        fast_forward_n(&w, n, B, h ? h + (size_t)i * T : NULL, TT, J, ldj, logw + (size_t)i * T,
-                       TT);
-        for (int q = 0; q < B; q++) {
-            fb += !w.valid[q];
-            for (int j = n; j < T; j++)
-                logw[(size_t)q * TT + (size_t)i * T + j] = -INFINITY;
-        }
+    for (int q = 0; q < Q; q++)
+        fb += !v.valid[q];
+    if (fb && logw) {
+        double *work_ref = malloc(sizeof(double) << n);
+        if (!work_ref)
+            return -1;
+        for (int q = 0; q < Q; q++)
+            if (!v.valid[q])
+                ba_ref_marginals_ws(n, h ? h + (size_t)q * hs : zero_fields, J, ldj,
+                                    logw + (size_t)q * ls, work_ref);
+        free(work_ref);
     }
-    ws_free(&w);
-    if (fallbacks)
-        *fallbacks = fb;
-    return BA_OK;
+    return fb;
 }
 
-/* Backward for Q queries with n spins: dh_q += Cov(G, s), dJ += sum over
- * queries Cov(G, s_j s_k). dh may be NULL. */
-static void fast_backward_n(fast_ws *w, int n, int Q, const double *h, size_t hs,
-                            const double *J, int ldj, const double *g, size_t gs, double *dh,
-                            size_t dhs, double *dJ, int lddj)
+/* Backward of the Q queries with n spins, using the kernel, products and
+ * trust flags the forward stored: dh_q += Cov(G, s) (dh may be NULL),
+ * dJ += sum over queries Cov(G, s_j s_k). Returns -1 when the reference
+ * fallback's workspace cannot be allocated. */
+static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs,
+                      const double *J, int ldj, const double *g, size_t gs, double *dh,
+                      size_t dhs, double *dJ, int lddj)
 {
-    int a = n / 2, b = n - a;
-    size_t NA = (size_t)1 << a, NB = (size_t)1 << b;
-    build_kernel(w, n, J, ldj);
-    query_products(w, n, Q, h, hs);
-    trust_queries(w, n, Q, NULL, 0);
-    /* G_A, G_B and the second halves of EU/EV: eu*G_A, ev*G_B */
+    nview v = view(c, n, Q);
+    int a = v.a, b = v.b;
+    size_t NA = v.NA, NB = v.NB;
+    query_vectors(c, &v, h, hs); /* cheap: Q (NA + NB) exponentials */
+    double work = (double)Q * (NA + NB) * 4.0;
+#pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
         const double *gq = g + (size_t)q * gs;
-        double *GA = w->GA + (size_t)q * NA, *GB = w->GB + (size_t)q * NB;
+        double *GA = c->GA + (size_t)q * NA, *GB = c->GB + (size_t)q * NB;
         pattern_sums(a, gq, GA);
         pattern_sums(b, gq + a, GB);
-        double *eug = w->EU + ((size_t)Q + q) * NA, *evg = w->EV + ((size_t)Q + q) * NB;
-        const double *eu = w->EU + (size_t)q * NA, *ev = w->EV + (size_t)q * NB;
+        double *eug = c->EU + ((size_t)Q + q) * NA, *evg = c->EV + ((size_t)Q + q) * NB;
+        const double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
         for (size_t s = 0; s < NA; s++)
             eug[s] = eu[s] * GA[s];
         for (size_t s = 0; s < NB; s++)
             evg[s] = ev[s] * GB[s];
     }
-    /* R2 = (EV o G_B) K'^T, L2 = (EU o G_A) K' into the second halves */
+    /* R2 = (EV o G_B) K'^T, L2 = (EU o G_A) K' */
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, (int)NA, (int)NB, 1.0,
-                w->EV + (size_t)Q * NB, (int)NB, w->K, (int)NB, 0.0, w->R + (size_t)Q * NA,
-                (int)NA);
+                c->EV + (size_t)Q * NB, (int)NB, v.K, (int)NB, 0.0, c->R2, (int)NA);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, (int)NB, (int)NA, 1.0,
-                w->EU + (size_t)Q * NA, (int)NA, w->K, (int)NB, 0.0, w->L + (size_t)Q * NB,
-                (int)NB);
-    double work = (double)Q * (NA * a + NB * b) * 3.0;
+                c->EU + (size_t)Q * NA, (int)NA, v.K, (int)NB, 0.0, c->L2, (int)NB);
+    work = (double)Q * (NA * a + NB * b) * 3.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
-        double *wA = w->WA + (size_t)q * NA, *wB = w->WB + (size_t)q * NB;
-        double *U1 = w->UU + (size_t)q * NA, *U2 = w->UU + ((size_t)Q + q) * NA;
-        if (!w->valid[q]) {
-            /* handled by the reference path below; contributes nothing here */
+        double *wA = c->WA + (size_t)q * NA, *wB = c->WB + (size_t)q * NB;
+        double *U1 = c->UU + (size_t)q * NA, *U2 = c->UU + ((size_t)Q + q) * NA;
+        if (!v.valid[q]) { /* the reference path below handles this query */
             memset(wA, 0, sizeof(double) * NA), memset(wB, 0, sizeof(double) * NB);
             memset(U1, 0, sizeof(double) * NA), memset(U2, 0, sizeof(double) * NA);
             continue;
         }
-        const double *eu = w->EU + (size_t)q * NA, *ev = w->EV + (size_t)q * NB;
-        const double *r = w->R + (size_t)q * NA, *l = w->L + (size_t)q * NB;
-        const double *r2 = w->R + ((size_t)Q + q) * NA, *l2 = w->L + ((size_t)Q + q) * NB;
-        const double *GA = w->GA + (size_t)q * NA, *GB = w->GB + (size_t)q * NB;
-        double iz = 1.0 / w->Z[q], gbar = 0.0;
+        const double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
+        const double *r = v.R + (size_t)q * NA, *l = v.L + (size_t)q * NB;
+        const double *r2 = c->R2 + (size_t)q * NA, *l2 = c->L2 + (size_t)q * NB;
+        const double *GA = c->GA + (size_t)q * NA, *GB = c->GB + (size_t)q * NB;
+        double iz = 1.0 / v.Z[q], gbar = 0.0;
         for (size_t s = 0; s < NA; s++)
             gbar += eu[s] * (GA[s] * r[s] + r2[s]);
         gbar *= iz;
@@ -415,100 +484,163 @@ static void fast_backward_n(fast_ws *w, int n, int Q, const double *h, size_t hs
                     d[a + k] += (s >> k & 1) ? wB[s] : -wB[s];
         }
     }
-    /* dJ_AA and dJ_BB from the query-summed half weights (summed in query
-     * order, so the result does not depend on the thread count). */
+    /* dJ_AA, dJ_BB from the half weights summed over queries in query order
+     * (so the sum does not depend on the thread count) */
     for (int q = 1; q < Q; q++) {
         for (size_t s = 0; s < NA; s++)
-            w->WA[s] += w->WA[(size_t)q * NA + s];
+            c->WA[s] += c->WA[(size_t)q * NA + s];
         for (size_t s = 0; s < NB; s++)
-            w->WB[s] += w->WB[(size_t)q * NB + s];
+            c->WB[s] += c->WB[(size_t)q * NB + s];
     }
     for (size_t s = 0; s < NA; s++)
         for (int j = 0; j < a; j++)
             for (int k = j + 1; k < a; k++)
-                dJ[(size_t)j * lddj + k] += ((s >> j ^ s >> k) & 1) ? -w->WA[s] : w->WA[s];
+                dJ[(size_t)j * lddj + k] += ((s >> j ^ s >> k) & 1) ? -c->WA[s] : c->WA[s];
     for (size_t s = 0; s < NB; s++)
         for (int j = 0; j < b; j++)
             for (int k = j + 1; k < b; k++)
                 dJ[(size_t)(a + j) * lddj + a + k] +=
-                    ((s >> j ^ s >> k) & 1) ? -w->WB[s] : w->WB[s];
+                    ((s >> j ^ s >> k) & 1) ? -c->WB[s] : c->WB[s];
     /* dJ_AB = S_A^T [K' o (U1^T EV + U2^T (EV o G_B))] S_B */
-    if (a > 0 && b > 0) {
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)NA, (int)NB, 2 * Q, 1.0, w->UU,
-                    (int)NA, w->EV, (int)NB, 0.0, w->M, (int)NB);
+    if (a > 0) {
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)NA, (int)NB, 2 * Q, 1.0, c->UU,
+                    (int)NA, c->EV, (int)NB, 0.0, c->M, (int)NB);
         size_t N = NA * NB;
 #pragma omp parallel for schedule(static) if (2.0 * N > BA_PAR_MIN_WORK)
         for (size_t i = 0; i < N; i++)
-            w->M[i] *= w->K[i];
+            c->M[i] *= v.K[i];
         for (size_t s = 0; s < NB; s++)
             for (int k = 0; k < b; k++)
-                w->SB[s * b + k] = (s >> k & 1) ? 1.0 : -1.0;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)NA, b, (int)NB, 1.0, w->M,
-                    (int)NB, w->SB, b, 0.0, w->PS, b);
+                c->SB[s * b + k] = (s >> k & 1) ? 1.0 : -1.0;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)NA, b, (int)NB, 1.0, c->M,
+                    (int)NB, c->SB, b, 0.0, c->PS, b);
         for (size_t s = 0; s < NA; s++)
             for (int j = 0; j < a; j++) {
                 double sj = (s >> j & 1) ? 1.0 : -1.0;
                 for (int k = 0; k < b; k++)
-                    dJ[(size_t)j * lddj + a + k] += sj * w->PS[s * b + k];
+                    dJ[(size_t)j * lddj + a + k] += sj * c->PS[s * b + k];
             }
     }
     /* queries the fast path did not trust: exact reference enumeration */
-    for (int q = 0; q < Q; q++)
-        if (!w->valid[q])
-            ba_ref_backward_ws(n, h ? h + (size_t)q * hs : zero_fields, J, ldj, g + (size_t)q * gs,
-                               dh ? dh + (size_t)q * dhs : NULL, dJ, lddj, w->ref);
+    double *work_ref = NULL;
+    for (int q = 0; q < Q; q++) {
+        if (v.valid[q])
+            continue;
+        if (!work_ref && !(work_ref = malloc(sizeof(double) << n)))
+            return -1;
+        ba_ref_backward_ws(n, h ? h + (size_t)q * hs : zero_fields, J, ldj, g + (size_t)q * gs,
+                           dh ? dh + (size_t)q * dhs : NULL, dJ, lddj, work_ref);
+    }
+    free(work_ref);
+    return 0;
+}
+
+/* ----------------------------------------------------- batched entry */
+
+int ba_engine_forward_fast(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
+                           int ldj, double *logw, char *err)
+{
+    int rc = ensure(c, T, B, 0, err);
+    if (rc)
+        return rc;
+    size_t TT = (size_t)T * T;
+    long fb = 0;
+    c->fwd_B = c->fwd_T = 0;
+    for (int n = 1; n <= T; n++) {
+        int i = n - 1; /* the query row with n visible keys */
+        long f = forward_n(c, n, B, h ? h + (size_t)i * T : NULL, TT, J, ldj,
+                           logw ? logw + (size_t)i * T : NULL, TT);
+        if (f < 0)
+            return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d",
+                           n);
+        fb += f;
+        for (int q = 0; logw && q < B; q++)
+            for (int j = n; j < T; j++)
+                logw[(size_t)q * TT + (size_t)i * T + j] = -INFINITY;
+    }
+    c->fwd_B = B, c->fwd_T = T;
+    c->fallbacks = fb;
+    return BA_OK;
+}
+
+int ba_engine_backward_fast(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
+                            int ldj, const double *g, double *dh, double *dJ, char *err)
+{
+    int rc;
+    /* Without the forward of this very batch, build the state first. */
+    if (c->fwd_B != B || c->fwd_T != T) {
+        if ((rc = ba_engine_forward_fast(c, B, T, h, J, ldj, NULL, err)))
+            return rc;
+    }
+    if ((rc = ensure(c, T, B, 1, err)))
+        return rc;
+    size_t TT = (size_t)T * T;
+    double *dJn = dJ ? dJ : calloc((size_t)T * ldj, sizeof(double));
+    if (!dJn)
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate dJ scratch for T = %d", T);
+    for (int n = 1; n <= T && rc == BA_OK; n++) {
+        int i = n - 1;
+        if (backward_n(c, n, B, h ? h + (size_t)i * T : NULL, TT, J, ldj, g + (size_t)i * T, TT,
+                       dh ? dh + (size_t)i * T : NULL, TT, dJn, ldj) < 0)
+            rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d",
+                         n);
+    }
+    if (!dJ)
+        free(dJn);
+    return rc;
+}
+
+int ba_fast_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
+                    long *fallbacks, char *err)
+{
+    ba_engine_ctx *c = ba_engine_ctx_new();
+    if (!c)
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
+    int rc = ba_engine_forward_fast(c, B, T, h, J, ldj, logw, err);
+    if (fallbacks)
+        *fallbacks = c->fallbacks;
+    ba_engine_ctx_free(c);
+    return rc;
 }
 
 int ba_fast_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
                      double *dh, double *dJ, char *err)
 {
-    fast_ws w;
-    int rc = ws_init(&w, T, B, 1, err);
-    if (rc)
-        return rc;
-    size_t TT = (size_t)T * T;
-    double *dJn = dJ ? dJ : calloc((size_t)T * ldj, sizeof(double));
-    if (!dJn) {
-        ws_free(&w);
-        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate dJ scratch for T = %d", T);
-    }
-    for (int n = 1; n <= T; n++) {
-        int i = n - 1;
-        fast_backward_n(&w, n, B, h ? h + (size_t)i * T : NULL, TT, J, ldj, g + (size_t)i * T,
-                        TT, dh ? dh + (size_t)i * T : NULL, TT, dJn, ldj);
-    }
-    if (!dJ)
-        free(dJn);
-    ws_free(&w);
-    return BA_OK;
+    ba_engine_ctx *c = ba_engine_ctx_new();
+    if (!c)
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
+    int rc = ba_engine_backward_fast(c, B, T, h, J, ldj, g, dh, dJ, err);
+    ba_engine_ctx_free(c);
+    return rc;
 }
+
+/* ------------------------------------------------------ single query */
 
 int ba_fast_marginals1(int n, const double *h, const double *J, int ldj, double *logw, char *err)
 {
-    fast_ws w;
-    int rc = ws_init(&w, n, 1, 0, err);
-    if (rc)
-        return rc;
-    fast_forward_n(&w, n, 1, h, (size_t)n, J, ldj, logw, (size_t)n);
-    ws_free(&w);
-    return BA_OK;
+    ba_engine_ctx *c = ba_engine_ctx_new();
+    int rc = c ? ensure(c, n, 1, 0, err)
+               : ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
+    if (rc == BA_OK && forward_n(c, n, 1, h, (size_t)n, J, ldj, logw, (size_t)n) < 0)
+        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d", n);
+    ba_engine_ctx_free(c);
+    return rc;
 }
 
 int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const double *g,
                       double *dh, double *dJ, char *err)
 {
-    fast_ws w;
-    int rc = ws_init(&w, n, 1, 1, err);
-    if (rc)
-        return rc;
-    double *dJn = dJ ? dJ : calloc((size_t)n * ldj, sizeof(double));
-    if (!dJn) {
-        ws_free(&w);
-        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate dJ scratch for n = %d", n);
-    }
-    fast_backward_n(&w, n, 1, h, (size_t)n, J, ldj, g, (size_t)n, dh, (size_t)n, dJn, ldj);
-    if (!dJ)
-        free(dJn);
-    ws_free(&w);
-    return BA_OK;
+    ba_engine_ctx *c = ba_engine_ctx_new();
+    int rc = c ? ensure(c, n, 1, 1, err)
+               : ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
+    double *dJn = NULL;
+    if (rc == BA_OK && !dJ && !(dJn = calloc((size_t)n * ldj, sizeof(double))))
+        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate dJ scratch for n = %d", n);
+    if (rc == BA_OK && (forward_n(c, n, 1, h, (size_t)n, J, ldj, NULL, 0) < 0 ||
+                        backward_n(c, n, 1, h, (size_t)n, J, ldj, g, (size_t)n, dh, (size_t)n,
+                                   dJ ? dJ : dJn, ldj) < 0))
+        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d", n);
+    free(dJn);
+    ba_engine_ctx_free(c);
+    return rc;
 }

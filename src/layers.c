@@ -237,13 +237,15 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
             break;
         case BA_ATTN_BOLTZMANN:
             copy_couplings(s, hh, J, Jd);
-            rc = ba_engine_forward(s->engine, B, T, hd, Jd, T, ld, err);
+            rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd, Jd, T, ld,
+                                       err);
             break;
         case BA_ATTN_COUPLING:
             /* With h = 0 the weights depend only on the number of visible keys,
              * not on the query's content: one system per row, shared by all b. */
             copy_couplings(s, hh, J, Jd);
-            rc = ba_engine_forward(s->engine, 1, T, NULL, Jd, T, ld, err);
+            rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL, Jd, T,
+                                       ld, err);
             for (int b = 1; b < B && rc == BA_OK; b++)
                 memcpy(ld + (size_t)b * T * T, ld, sizeof(double) * T * T);
             break;
@@ -355,14 +357,16 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
             memset(dJd, 0, sizeof(double) * (size_t)T * T);
             if (s->attn == BA_ATTN_BOLTZMANN) {
                 memset(dh, 0, sizeof(double) * btt);
-                rc = ba_engine_backward(s->engine, B, T, hd, Jd, T, gd, dh, dJd, err);
+                rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd, Jd, T,
+                                            gd, dh, dJd, err);
             } else {
                 /* Covariances are linear in g and every batch element shares
                  * the same system, so sum g over b and solve once. */
                 for (int b = 1; b < B; b++)
                     for (size_t q = 0; q < (size_t)T * T; q++)
                         gd[q] += gd[(size_t)b * T * T + q];
-                rc = ba_engine_backward(s->engine, 1, T, NULL, Jd, T, gd, NULL, dJd, err);
+                rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL, Jd,
+                                            T, gd, NULL, dJd, err);
             }
             if (rc)
                 break;

@@ -65,6 +65,7 @@ struct ba_model {
     ba_real *gacts;
     size_t goff[NUM_G];
     int *inputs, *targets; /* (B,T) copies of the last batch */
+    ba_engine_ctx **ectx;  /* (L*H) engine state of each attention head */
     long n_targets;
     int has_targets;
 };
@@ -171,6 +172,19 @@ int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
     for (int i = 0; i < nt; i++)
         walk_tensors(m, i, &m->tensors[i]);
     m->ntensors = nt;
+    if (is_ising(cfg->attn)) {
+        size_t nctx = (size_t)cfg->n_layer * cfg->n_head;
+        m->ectx = calloc(nctx, sizeof *m->ectx);
+        for (size_t i = 0; m->ectx && i < nctx; i++)
+            if (!(m->ectx[i] = ba_engine_ctx_new())) {
+                ba_model_free(m);
+                return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine contexts");
+            }
+        if (!m->ectx) {
+            ba_model_free(m);
+            return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine contexts");
+        }
+    }
     /* LayerNorm gains start at 1 so a fresh model is a well-defined identity
      * normaliser even before ba_model_init_weights. */
     ba_real *p = m->mem;
@@ -186,6 +200,10 @@ void ba_model_free(ba_model *m)
 {
     if (!m)
         return;
+    if (m->ectx)
+        for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++)
+            ba_engine_ctx_free(m->ectx[i]);
+    free(m->ectx);
     free(m->mem);
     free(m->tensors);
     free(m->acts);
@@ -405,9 +423,10 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
         for (int k = 0; k < C; k++)
             enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + pos[(i % T) * C + k];
 
-    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size};
+    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL};
     const ba_real *x = enc;
     for (int l = 0; l < L; l++) {
+        as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
         ba_real *ln1 = ACT(A_LN1) + l * NC, *qkv = ACT(A_QKV) + l * NC * 3;
         ba_real *atty = ACT(A_ATTY) + l * NC, *attp = ACT(A_ATTPROJ) + l * NC;
         ba_real *res2 = ACT(A_RES2) + l * NC;
@@ -502,7 +521,7 @@ int ba_model_backward(ba_model *m, char *err)
     ba_layernorm_backward(dx, GRAD(P_LNFW), GRAD(P_LNFB), dln, xlast, PAR(P_LNFW), ACT(A_LNFM),
                           ACT(A_LNFR), (int)N, C);
 
-    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size};
+    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL};
     size_t JL = (size_t)H * c->block_size * c->block_size;
     /* dx holds dL/d(residual stream) at the output of layer l on entry and at
      * its input on exit: each residual add passes it through unchanged and
@@ -533,6 +552,7 @@ int ba_model_backward(ba_model *m, char *err)
                            ACT(A_ATTY) + l * NC, PAR(P_PROJW) + (size_t)l * C * C, (int)N, C, C);
         const ba_real *J = m->psize[P_J] ? PAR(P_J) + l * JL : NULL;
         ba_real *dJ = m->psize[P_J] ? GRAD(P_J) + l * JL : NULL;
+        as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
         rc = ba_attention_backward(&as, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3, J,
                                    ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, err);
         if (rc)
