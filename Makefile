@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WERROR     ?= 0
 DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libcmocka-dev curl ca-certificates
-DATA_URL   := https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
+DATA_URL   ?= https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
@@ -68,7 +68,7 @@ data: data/tinyshakespeare.txt
 
 data/tinyshakespeare.txt:
 	@mkdir -p data
-	curl -fL --retry 3 -o $@.part $(DATA_URL)
+	curl -fL --retry 3 -o $@.part '$(DATA_URL)' || { rm -f $@.part; echo "download failed: $(DATA_URL) (set DATA_URL=... to use a mirror or a file:// path)"; exit 1; }
 	@echo "$(DATA_SHA)  $@.part" | sha256sum -c - || { echo "checksum mismatch: $@.part removed"; rm -f $@.part; exit 1; }
 	mv $@.part $@
 

@@ -28,6 +28,12 @@ static inline int ba_mul_size(size_t a, size_t b, size_t *out)
  * elementary operations. */
 #define BA_PAR_MIN_WORK 2000000.0
 
+/* x[i] = exp(x[i]) for x[i] <= 0, vectorised (a polynomial after range
+ * reduction, within 2 ulp of libm's exp); results below DBL_MIN (x <
+ * -708.39) are 0. The fast engine's exponentials; libm's exp is its twin in
+ * the tests. */
+void ba_exp_nonpos(double *x, size_t n);
+
 /* Dense products in the model's precision. Row-major throughout. */
 #ifdef BA_DOUBLE
 #define BA_GEMM cblas_dgemm

@@ -34,6 +34,10 @@
 
 #define TRUST_MIN 1e-280
 #define MAXN BA_FAST_MAX_SPINS
+/* Rows of the kernel are built in fixed blocks of this many patterns sA,
+ * each block from its first row: the block a row falls in never depends on
+ * the thread count, so neither does the rounding. */
+#define ROW_BLOCK 64
 
 struct ba_engine_ctx {
     /* capacity of the stored forward state */
@@ -52,7 +56,8 @@ struct ba_engine_ctx {
     /* scratch, sized for cap_T, cap_Q and the thread count */
     int cap_threads, has_bwd;
     double *eA, *eB; // (NAmax), (NBmax) half coupling energies
-    double *F;       // (NAmax, bmax) f_k(sA) = sum_{j in A} J_{j,a+k} s_j
+    double *F;       // (NAmax/ROW_BLOCK+1, bmax) f_k(sA) of each block's first row
+    double *cvec;    // (amax, NBmax) row increments of the kernel's exponent
     double *colmx;   // (threads, NBmax) per-thread column maxima
     double *EU;      // (2Q, NAmax) eu rows; backward rows Q..: eu * G_A
     double *EV;      // (2Q, NBmax) ev rows; backward rows Q..: ev * G_B
@@ -96,7 +101,7 @@ static void free_store(ba_engine_ctx *c)
 
 static void free_scratch(ba_engine_ctx *c)
 {
-    double **b[] = {&c->eA, &c->eB, &c->F,  &c->colmx, &c->EU, &c->EV, &c->tmp, &c->M,
+    double **b[] = {&c->eA, &c->eB, &c->F,  &c->cvec, &c->colmx, &c->EU, &c->EV, &c->tmp, &c->M,
                     &c->R2, &c->L2, &c->UU, &c->GA,    &c->GB, &c->WA, &c->WB,  &c->SB,
                     &c->PS};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
@@ -166,12 +171,13 @@ static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
         NAm = (size_t)1 << amax, NBm = (size_t)1 << bmax;
         c->eA = malloc(sizeof(double) * NAm);
         c->eB = malloc(sizeof(double) * NBm);
-        c->F = malloc(sizeof(double) * NAm * bmax);
+        c->F = malloc(sizeof(double) * (NAm / ROW_BLOCK + 1) * bmax);
+        c->cvec = malloc(sizeof(double) * NBm * (amax ? amax : 1));
         c->colmx = malloc(sizeof(double) * NBm * nt);
         c->EU = malloc(sizeof(double) * 2 * q * NAm);
         c->EV = malloc(sizeof(double) * 2 * q * NBm);
         c->tmp = malloc(sizeof(double) * (NAm + NBm) * nt);
-        if (!c->eA || !c->eB || !c->F || !c->colmx || !c->EU || !c->EV || !c->tmp) {
+        if (!c->eA || !c->eB || !c->F || !c->cvec || !c->colmx || !c->EU || !c->EV || !c->tmp) {
             free_scratch(c);
             return mib_fail(err, T, sizeof(double) * 2.0 * q * (NAm + NBm));
         }
@@ -254,41 +260,67 @@ static void half_couplings(int m, int off, const double *J, int ldj, double *out
     }
 }
 
-/* K' = exp(X - rho - gamma) for the n spins of v. */
+/* K' = exp(X - rho - gamma) for the n spins of v.
+ * Row sA of X (without its constant eA(sA)) is eB(sB) + sA^T JAB sB. Spin j
+ * of A flipping from -1 to +1 adds the vector 2 sum_k J_{j,a+k} s_k(sB)
+ * (cvec[j]) to a row, so each row is its parent's (sA without its lowest
+ * set bit) plus one vector: a vectorisable add per entry, where building a
+ * row from scratch walks a serial chain. */
 static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int ldj)
 {
     int a = v->a, b = v->b;
     size_t NA = v->NA, NB = v->NB;
     half_couplings(a, 0, J, ldj, c->eA);
     half_couplings(b, a, J, ldj, c->eB);
-    for (size_t sA = 0; sA < NA; sA++)
+    /* F[sA][k] = sum_{j in A} J_{j,a+k} s_j, for the first row of each block */
+    for (size_t sA = 0; sA < NA; sA += ROW_BLOCK)
         for (int k = 0; k < b; k++) {
             double f = 0.0;
             for (int j = 0; j < a; j++)
                 f += J[(size_t)j * ldj + a + k] * ((sA >> j & 1) ? 1.0 : -1.0);
-            c->F[sA * b + k] = f;
+            c->F[(sA / ROW_BLOCK) * b + k] = f;
         }
+    for (int j = 0; j < a; j++) {
+        double *cv = c->cvec + (size_t)j * NB, jr[MAXN];
+        for (int k = 0; k < b; k++)
+            jr[k] = 2.0 * J[(size_t)j * ldj + a + k];
+        pattern_sums(b, jr, cv);
+    }
     int nt = c->cap_threads;
     for (size_t i = 0; i < NB * (size_t)nt; i++)
         c->colmx[i] = -INFINITY;
+    size_t nblocks = (NA + ROW_BLOCK - 1) / ROW_BLOCK;
     double work = 4.0 * NA * NB;
 #pragma omp parallel num_threads(nt) if (work > BA_PAR_MIN_WORK)
     {
         double *cm = c->colmx + NB * (size_t)thread_id();
 #pragma omp for schedule(static)
-        for (size_t sA = 0; sA < NA; sA++) {
-            double *row = v->K + sA * NB;
-            /* X without its row constant eA(sA): eB(sB) + sA^T JAB sB */
-            pattern_sums(b, c->F + sA * b, row);
-            double mx = -INFINITY;
-            for (size_t sB = 0; sB < NB; sB++) {
-                row[sB] += c->eB[sB];
-                mx = row[sB] > mx ? row[sB] : mx;
-            }
-            v->rho[sA] = c->eA[sA] + mx;
-            for (size_t sB = 0; sB < NB; sB++) {
-                row[sB] -= mx;
-                cm[sB] = row[sB] > cm[sB] ? row[sB] : cm[sB];
+        for (size_t blk = 0; blk < nblocks; blk++) {
+            size_t s0 = blk * ROW_BLOCK, s1 = s0 + ROW_BLOCK < NA ? s0 + ROW_BLOCK : NA;
+            for (size_t sA = s0; sA < s1; sA++) {
+                double *row = v->K + sA * NB, mx = -INFINITY;
+                if (sA == s0) {
+                    pattern_sums(b, c->F + blk * b, row);
+                    for (size_t sB = 0; sB < NB; sB++) {
+                        row[sB] += c->eB[sB];
+                        mx = row[sB] > mx ? row[sB] : mx;
+                    }
+                } else {
+                    /* the parent row holds X - its max; put the max back */
+                    size_t par = sA & (sA - 1);
+                    const double *prow = v->K + par * NB;
+                    const double *cv = c->cvec + (size_t)__builtin_ctzll(sA) * NB;
+                    double pm = v->rho[par] - c->eA[par];
+                    for (size_t sB = 0; sB < NB; sB++) {
+                        row[sB] = prow[sB] + pm + cv[sB];
+                        mx = row[sB] > mx ? row[sB] : mx;
+                    }
+                }
+                v->rho[sA] = c->eA[sA] + mx;
+                for (size_t sB = 0; sB < NB; sB++) {
+                    row[sB] -= mx;
+                    cm[sB] = row[sB] > cm[sB] ? row[sB] : cm[sB];
+                }
             }
         }
     }
@@ -303,7 +335,8 @@ static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int 
     for (size_t sA = 0; sA < NA; sA++) {
         double *row = v->K + sA * NB;
         for (size_t sB = 0; sB < NB; sB++)
-            row[sB] = exp(row[sB] - v->gam[sB]);
+            row[sB] -= v->gam[sB];
+        ba_exp_nonpos(row, NB);
     }
 }
 
@@ -330,9 +363,11 @@ static void query_vectors(ba_engine_ctx *c, const nview *v, const double *h, siz
             mv = ev[s] > mv ? ev[s] : mv;
         }
         for (size_t s = 0; s < NA; s++)
-            eu[s] = exp(eu[s] - mu);
+            eu[s] -= mu;
         for (size_t s = 0; s < NB; s++)
-            ev[s] = exp(ev[s] - mv);
+            ev[s] -= mv;
+        ba_exp_nonpos(eu, NA);
+        ba_exp_nonpos(ev, NB);
     }
 }
 
