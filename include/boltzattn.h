@@ -330,6 +330,24 @@ typedef struct {
 int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B,
                 ba_eval_result *res, char *err);
 
+/* -------------------------------------------------------- statistics */
+
+/* n values summarised: mean, sample standard deviation (n-1), and the
+ * half-width of the 95 % confidence interval of the mean (Student t,
+ * t_{0.975, n-1} sd / sqrt n). sd and ci95 are NAN when n < 2, mean when
+ * n < 1. */
+typedef struct {
+    int n;
+    double mean, sd, ci95;
+} ba_summary;
+
+ba_summary ba_summarize(const double *x, int n);
+/* The paired difference a_i - b_i summarised (work holds n doubles). */
+ba_summary ba_paired_diff(const double *a, const double *b, int n, double *work);
+/* The 0.975 quantile of Student's t with df degrees of freedom (NAN if
+ * df < 1): a table to 30, a Cornish-Fisher expansion beyond. */
+double ba_t975(int df);
+
 /* ---------------------------------------------------------------- io */
 
 /* Safetensors dtypes this library reads and writes. */

@@ -1,0 +1,574 @@
+/* boltzattn ablate: the grid of attention variants x T x widths x FFN x
+ * seeds, trained with identical settings and data order per seed, resumable,
+ * summarised with paired confidence intervals against softmax. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_LIST 32
+
+static opt ablate_opts[] = {
+    {"task", "charlm|brackets", NULL, "task (required)", 0, 0},
+    {"attn", "LIST", "softmax,sigmoid,boltzmann,coupling", "attention variants", 0, 0},
+    {"T", "LIST", "8", "block sizes", 0, 0},
+    {"embd", "LIST", "64", "model widths C", 0, 0},
+    {"seeds", "N", "5", "seeds per cell", 0, 0},
+    {"seed0", "N", "1", "first seed (seeds are seed0 .. seed0+N-1)", 0, 0},
+    {"no-ffn-too", NULL, NULL, "run every cell with and without the FFN", 0, 0},
+    {"no-ffn", NULL, NULL, "run every cell without the FFN only", 0, 0},
+    {"layers", "N", "1", "transformer blocks", 0, 0},
+    {"heads", "N", "1", "attention heads", 0, 0},
+    {"steps", "N", "1000", "optimisation steps per run", 0, 0},
+    {"batch", "N", "32", "sequences per step", 0, 0},
+    {"lr", "X", "3e-3", "peak learning rate", 0, 0},
+    {"min-lr", "X", "0.1", "final learning rate as a fraction of --lr", 0, 0},
+    {"warmup", "N", "5% of steps", "linear warmup steps", 0, 0},
+    {"weight-decay", "X", "0.1", "AdamW decay of weight matrices", 0, 0},
+    {"clip", "X", "1.0", "global gradient-norm clip", 0, 0},
+    {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt", "charlm text file", 0, 0},
+    {"kinds", "N", "1", "brackets: bracket kinds", 0, 0},
+    {"heldout", "N", "2000", "brackets: held-out sequences", 0, 0},
+    {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},
+    {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},
+    {"eval-every", "N", "steps/10", "validate every N steps (learning curves)", 0, 0},
+    {"eval-items", "N", "512", "items in periodic validation", 0, 0},
+    {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
+    {"out", "DIR", NULL, "grid directory (required); finished cells there are kept", 0, 0},
+    {"summary-only", NULL, NULL, "train nothing: rewrite results and summary from DIR", 0, 0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
+                                   ablate_opts};
+
+/* One finished (or missing) run of the grid. */
+typedef struct {
+    int attn_i, T, C, ffn;
+    uint64_t seed;
+    int done;
+    long steps;
+    double value; /* val_ppl (charlm) or accuracy (brackets) */
+    double val_loss, val_ppl, val_acc, wall_s;
+    int items;
+    long targets;
+} cell;
+
+typedef struct {
+    ba_task task;
+    int nattn, nT, nC, nffn, nseeds;
+    ba_attn attn[MAX_LIST];
+    int T[MAX_LIST], C[MAX_LIST], ffn[2];
+    uint64_t seed0;
+    const char *dir;
+    cell *cells; /* nT x nC x nffn x nseeds x nattn */
+    int ncells;
+} grid;
+
+static int parse_int_list(const char *cmd, const char *name, const char *s, int lo, int hi,
+                          int *out, int *n)
+{
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno == ERANGE || (*end != ',' && *end != '\0'))
+            return usage_error(cmd, "--%s: '%s' is not a comma-separated list of integers", name,
+                               s);
+        if (v < lo || v > hi)
+            return usage_error(cmd, "--%s: %ld is out of range [%d, %d]", name, v, lo, hi);
+        if (*n >= MAX_LIST)
+            return usage_error(cmd, "--%s: more than %d values", name, MAX_LIST);
+        out[(*n)++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (*n == 0)
+        return usage_error(cmd, "--%s: empty list", name);
+    return 0;
+}
+
+static void cell_name(const grid *g, const cell *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s-T%d-C%d-ffn%d-%s-s%llu", ba_task_name(g->task), c->T, c->C, c->ffn,
+             ba_attn_name(g->attn[c->attn_i]), (unsigned long long)c->seed);
+}
+
+/* Reads DIR/runs/<cell>/result.json if a finished run left it. */
+static void load_cell(const grid *g, cell *c)
+{
+    char name[256], path[4096];
+    cell_name(g, c, name, sizeof name);
+    snprintf(path, sizeof path, "%s/runs/%s/result.json", g->dir, name);
+    c->done = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    char buf[4096];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    cJSON *o = cJSON_Parse(buf);
+    const char *keys[] = {"steps", "value", "val_loss", "val_ppl", "val_acc", "wall_s",
+                          "items", "targets"};
+    double v[8];
+    int ok = o != NULL;
+    for (int i = 0; ok && i < 8; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+        ok = cJSON_IsNumber(x);
+        if (ok)
+            v[i] = x->valuedouble;
+    }
+    cJSON_Delete(o);
+    if (!ok)
+        return; /* a torn or foreign file: the cell is run again */
+    c->steps = (long)v[0], c->value = v[1], c->val_loss = v[2], c->val_ppl = v[3];
+    c->val_acc = v[4], c->wall_s = v[5], c->items = (int)v[6], c->targets = (long)v[7];
+    c->done = 1;
+}
+
+/* Writes path atomically: a temporary file renamed over it. */
+static int write_atomic(const char *path, const char *text, char *err)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, BA_ERR_LEN, "cannot write %.200s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fflush(f) != 0;
+    bad |= fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, BA_ERR_LEN, "cannot write %.200s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static cJSON *cell_json(const grid *g, const cell *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+    cJSON_AddStringToObject(o, "task", ba_task_name(g->task));
+    cJSON_AddStringToObject(o, "variant", ba_attn_name(g->attn[c->attn_i]));
+    cJSON_AddNumberToObject(o, "T", c->T);
+    cJSON_AddNumberToObject(o, "C", c->C);
+    cJSON_AddNumberToObject(o, "ffn", c->ffn);
+    cJSON_AddNumberToObject(o, "seed", (double)c->seed);
+    cJSON_AddNumberToObject(o, "steps", (double)c->steps);
+    cJSON_AddStringToObject(o, "metric", g->task == BA_TASK_CHARLM ? "val_ppl" : "accuracy");
+    cJSON_AddNumberToObject(o, "value", c->value);
+    cJSON_AddNumberToObject(o, "val_loss", c->val_loss);
+    cJSON_AddNumberToObject(o, "val_ppl", c->val_ppl);
+    cJSON_AddNumberToObject(o, "val_acc", c->val_acc);
+    cJSON_AddNumberToObject(o, "items", c->items);
+    cJSON_AddNumberToObject(o, "targets", (double)c->targets);
+    cJSON_AddNumberToObject(o, "wall_s", c->wall_s);
+    return o;
+}
+
+static int save_cell(const grid *g, const cell *c, char *err)
+{
+    char name[256], path[4096];
+    cell_name(g, c, name, sizeof name);
+    snprintf(path, sizeof path, "%s/runs/%s/result.json", g->dir, name);
+    cJSON *o = cell_json(g, c);
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    int rc = txt ? write_atomic(path, txt, err) : -1;
+    free(txt);
+    return rc;
+}
+
+/* ----------------------------------------------------------- summary */
+
+/* The paper's numbers (spec section 1) for a group, or NULL. */
+static const char *paper_number(ba_task task, ba_attn a, int T, int ffn)
+{
+    if (a != BA_ATTN_BOLTZMANN)
+        return NULL;
+    if (task == BA_TASK_CHARLM && T == 12)
+        return "-1.08 %";
+    if (task == BA_TASK_BRACKETS && T == 16)
+        return ffn ? "+2.89 points" : "+4.53 points";
+    return NULL;
+}
+
+static const cell *find_cell(const grid *g, int attn_i, int T, int C, int ffn, uint64_t seed)
+{
+    for (int i = 0; i < g->ncells; i++) {
+        const cell *c = &g->cells[i];
+        if (c->attn_i == attn_i && c->T == T && c->C == C && c->ffn == ffn && c->seed == seed)
+            return c;
+    }
+    return NULL;
+}
+
+/* Per-seed metric in the unit the summary reports: perplexity (charlm),
+ * accuracy in % (brackets). */
+static double shown(const grid *g, const cell *c)
+{
+    return g->task == BA_TASK_CHARLM ? c->value : 100.0 * c->value;
+}
+
+/* Paired effect of variant v against softmax on one seed: relative
+ * perplexity change in % (charlm), accuracy points (brackets). */
+static double effect(const grid *g, const cell *v, const cell *s)
+{
+    if (g->task == BA_TASK_CHARLM)
+        return 100.0 * (v->value / s->value - 1.0);
+    return 100.0 * (v->value - s->value);
+}
+
+static void write_summary(const grid *g, FILE *f)
+{
+    int bt = g->task == BA_TASK_BRACKETS;
+    int done = 0;
+    for (int i = 0; i < g->ncells; i++)
+        done += g->cells[i].done;
+    fprintf(f, "# Ablation summary: %s\n\n", ba_task_name(g->task));
+    fprintf(f, "%d of %d runs finished. Metric: %s. Each row: mean ± standard deviation over "
+               "seeds; the effect is the paired difference to `softmax` on the same seeds (%s) "
+               "with its 95 %% confidence interval (Student t over seeds). Cells with missing "
+               "runs say so; nothing is filled in.\n\n",
+            done, g->ncells,
+            bt ? "held-out accuracy (%)" : "validation perplexity",
+            bt ? "accuracy points" : "relative perplexity change, negative is better");
+    int sm = -1;
+    for (int a = 0; a < g->nattn; a++)
+        if (g->attn[a] == BA_ATTN_SOFTMAX)
+            sm = a;
+    double *xs = malloc(sizeof(double) * (size_t)g->nseeds * 2);
+    if (!xs)
+        return;
+    double *ys = xs + g->nseeds;
+    for (int ti = 0; ti < g->nT; ti++)
+        for (int ci = 0; ci < g->nC; ci++)
+            for (int fi = 0; fi < g->nffn; fi++) {
+                int T = g->T[ti], C = g->C[ci], ffn = g->ffn[fi];
+                fprintf(f, "## T = %d, C = %d, %s\n\n", T, C, ffn ? "with FFN" : "without FFN");
+                /* held-out size beside every bracket accuracy */
+                const cell *any = NULL;
+                for (int i = 0; i < g->ncells && !any; i++) {
+                    const cell *c = &g->cells[i];
+                    if (c->done && c->T == T && c->C == C && c->ffn == ffn)
+                        any = c;
+                }
+                if (any && bt)
+                    fprintf(f, "Held-out set: %d sequences, %ld ')' targets.\n\n", any->items,
+                            any->targets);
+                else if (any)
+                    fprintf(f, "Validation: %d windows, %ld targets.\n\n", any->items,
+                            any->targets);
+                fprintf(f, "| variant | runs | %s | effect vs softmax (95 %% CI) | paper |\n",
+                        bt ? "accuracy %" : "perplexity");
+                fprintf(f, "|---|---|---|---|---|\n");
+                for (int a = 0; a < g->nattn; a++) {
+                    int n = 0, np = 0;
+                    char missing[256] = "";
+                    for (int si = 0; si < g->nseeds; si++) {
+                        uint64_t seed = g->seed0 + (uint64_t)si;
+                        const cell *c = find_cell(g, a, T, C, ffn, seed);
+                        const cell *s = sm >= 0 ? find_cell(g, sm, T, C, ffn, seed) : NULL;
+                        if (c && c->done) {
+                            xs[n++] = shown(g, c);
+                            if (s && s->done && a != sm) {
+                                ys[np] = effect(g, c, s);
+                                np++;
+                            }
+                        } else {
+                            size_t l = strlen(missing);
+                            snprintf(missing + l, sizeof missing - l, "%s%llu", l ? ", " : "",
+                                     (unsigned long long)seed);
+                        }
+                    }
+                    ba_summary m = ba_summarize(xs, n);
+                    ba_summary d = ba_summarize(ys, np);
+                    char val[96], eff[128], runs[320];
+                    if (n == 0)
+                        snprintf(val, sizeof val, "missing");
+                    else if (n == 1)
+                        snprintf(val, sizeof val, "%.2f (one run)", m.mean);
+                    else
+                        snprintf(val, sizeof val, "%.2f ± %.2f", m.mean, m.sd);
+                    if (a == sm)
+                        snprintf(eff, sizeof eff, "(reference)");
+                    else if (np == 0)
+                        snprintf(eff, sizeof eff, "missing");
+                    else if (np == 1)
+                        snprintf(eff, sizeof eff, "%+.2f (one pair, no interval)", d.mean);
+                    else
+                        snprintf(eff, sizeof eff, "%+.2f [%+.2f, %+.2f]", d.mean,
+                                 d.mean - d.ci95, d.mean + d.ci95);
+                    if (missing[0])
+                        snprintf(runs, sizeof runs, "%d of %d (missing seeds %s)", n, g->nseeds,
+                                 missing);
+                    else
+                        snprintf(runs, sizeof runs, "%d", n);
+                    const char *paper = paper_number(g->task, g->attn[a], T, ffn);
+                    fprintf(f, "| %s | %s | %s | %s | %s |\n", ba_attn_name(g->attn[a]), runs,
+                            val, eff, paper ? paper : "");
+                }
+                fprintf(f, "\n");
+            }
+    free(xs);
+    if (sm < 0)
+        fprintf(f, "`softmax` is not in the grid, so no effects are computed.\n");
+}
+
+static int write_outputs(const grid *g, char *err)
+{
+    char path[4096];
+    /* results.csv and results.json: one row per finished run */
+    size_t cap = 4096, len = 0;
+    char *csv = malloc(cap);
+    if (!csv) {
+        snprintf(err, BA_ERR_LEN, "out of memory");
+        return -1;
+    }
+    len = (size_t)snprintf(csv, cap, "task,variant,T,C,ffn,seed,steps,metric,value,val_loss,"
+                                     "val_ppl,val_acc,items,targets,wall_s\n");
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < g->ncells; i++) {
+        const cell *c = &g->cells[i];
+        if (!c->done)
+            continue;
+        char row[512];
+        int n = snprintf(row, sizeof row, "%s,%s,%d,%d,%d,%llu,%ld,%s,%.8g,%.8g,%.8g,%.8g,%d,%ld,%.3f\n",
+                         ba_task_name(g->task), ba_attn_name(g->attn[c->attn_i]), c->T, c->C,
+                         c->ffn, (unsigned long long)c->seed, c->steps,
+                         g->task == BA_TASK_CHARLM ? "val_ppl" : "accuracy", c->value,
+                         c->val_loss, c->val_ppl, c->val_acc, c->items, c->targets, c->wall_s);
+        if (len + (size_t)n + 1 > cap) {
+            char *bigger = realloc(csv, cap * 2 + (size_t)n);
+            if (!bigger) {
+                free(csv);
+                cJSON_Delete(arr);
+                snprintf(err, BA_ERR_LEN, "out of memory");
+                return -1;
+            }
+            csv = bigger, cap = cap * 2 + (size_t)n;
+        }
+        memcpy(csv + len, row, (size_t)n + 1);
+        len += (size_t)n;
+        cJSON_AddItemToArray(arr, cell_json(g, c));
+    }
+    snprintf(path, sizeof path, "%s/results.csv", g->dir);
+    int rc = write_atomic(path, csv, err);
+    free(csv);
+    char *js = cJSON_Print(arr);
+    cJSON_Delete(arr);
+    snprintf(path, sizeof path, "%s/results.json", g->dir);
+    if (rc == 0)
+        rc = js ? write_atomic(path, js, err) : -1;
+    free(js);
+    if (rc)
+        return rc;
+    /* summary.md */
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mem = open_memstream(&buf, &blen);
+    if (!mem) {
+        snprintf(err, BA_ERR_LEN, "out of memory");
+        return -1;
+    }
+    write_summary(g, mem);
+    fclose(mem);
+    snprintf(path, sizeof path, "%s/summary.md", g->dir);
+    rc = write_atomic(path, buf, err);
+    free(buf);
+    return rc;
+}
+
+/* -------------------------------------------------------------- main */
+
+int cmd_ablate(int argc, char **argv)
+{
+    const command *c = &ablate_cmd;
+    int rc = parse_opts(c, argc, argv);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    char err[BA_ERR_LEN];
+    grid g;
+    memset(&g, 0, sizeof g);
+    if (!get_str(c, "task"))
+        return usage_error(c->cmd, "option '--task' is required");
+    if (!get_str(c, "out"))
+        return usage_error(c->cmd, "option '--out' is required");
+    g.dir = get_str(c, "out");
+    ba_engine engine;
+    if (ba_task_parse(get_str(c, "task"), &g.task, err) ||
+        ba_engine_parse(get_str(c, "engine"), &engine, err))
+        return usage_error(c->cmd, "%s", err);
+    /* variants */
+    char list[512];
+    snprintf(list, sizeof list, "%s", get_str(c, "attn"));
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (g.nattn >= 4)
+            return usage_error(c->cmd, "--attn: at most 4 variants");
+        if (ba_attn_parse(tok, &g.attn[g.nattn], err))
+            return usage_error(c->cmd, "--attn: %s", err);
+        for (int i = 0; i < g.nattn; i++)
+            if (g.attn[i] == g.attn[g.nattn])
+                return usage_error(c->cmd, "--attn: '%s' is listed twice", tok);
+        g.nattn++;
+    }
+    if (g.nattn == 0)
+        return usage_error(c->cmd, "--attn: empty list");
+    int layers, heads, kinds, heldout, threads = 0;
+    long seed0;
+    train_settings s;
+    memset(&s, 0, sizeof s);
+    s.opt = ba_adamw_default();
+    uint64_t data_seed;
+    if ((rc = parse_int_list(c->cmd, "T", get_str(c, "T"), 1, BA_MAX_BLOCK, g.T, &g.nT)) ||
+        (rc = parse_int_list(c->cmd, "embd", get_str(c, "embd"), 1, 8192, g.C, &g.nC)) ||
+        (rc = get_int(c, "seeds", 1, 1000, &g.nseeds)) ||
+        (rc = get_long(c, "seed0", 0, LONG_MAX, &seed0)) ||
+        (rc = get_int(c, "layers", 1, 64, &layers)) || (rc = get_int(c, "heads", 1, 64, &heads)) ||
+        (rc = get_long(c, "steps", 1, 1000000000L, &s.steps)) ||
+        (rc = get_int(c, "batch", 1, 1 << 20, &s.batch)) ||
+        (rc = get_double(c, "lr", 0, 10, &s.lr)) ||
+        (rc = get_double(c, "min-lr", 0, 1, &s.min_lr_frac)) ||
+        (rc = get_double(c, "weight-decay", 0, 10, &s.opt.weight_decay)) ||
+        (rc = get_double(c, "clip", 0, 1e9, &s.opt.grad_clip)) ||
+        (rc = get_int(c, "kinds", 1, 4, &kinds)) ||
+        (rc = get_int(c, "heldout", 0, 1 << 24, &heldout)) ||
+        (rc = get_u64(c, "data-seed", &data_seed)) ||
+        (rc = get_int(c, "eval-items", 1, INT_MAX, &s.eval_items)))
+        return rc;
+    g.seed0 = (uint64_t)seed0;
+    s.log_every = 10;
+    s.warmup = s.steps / 20;
+    if (find_opt(c, "warmup")->set && (rc = get_long(c, "warmup", 0, s.steps, &s.warmup)))
+        return rc;
+    s.eval_every = (int)(s.steps / 10 > 0 ? s.steps / 10 : s.steps);
+    if (find_opt(c, "eval-every")->set &&
+        (rc = get_int(c, "eval-every", 0, INT_MAX, &s.eval_every)))
+        return rc;
+    if (find_opt(c, "threads")->set && (rc = get_int(c, "threads", 1, 1024, &threads)))
+        return rc;
+    set_threads(threads);
+    if (get_flag(c, "no-ffn") && get_flag(c, "no-ffn-too"))
+        return usage_error(c->cmd, "--no-ffn and --no-ffn-too exclude each other");
+    g.nffn = get_flag(c, "no-ffn-too") ? 2 : 1;
+    g.ffn[0] = get_flag(c, "no-ffn") ? 0 : 1;
+    g.ffn[1] = 0;
+    /* Every configuration is checked before anything is trained. */
+    for (int ti = 0; ti < g.nT; ti++)
+        for (int ci = 0; ci < g.nC; ci++)
+            for (int a = 0; a < g.nattn; a++) {
+                ba_config cfg = ba_config_default(g.task, g.attn[a], g.T[ti]);
+                cfg.engine = engine, cfg.n_layer = layers, cfg.n_head = heads;
+                cfg.n_embd = g.C[ci], cfg.kinds = kinds;
+                cfg.vocab_size = g.task == BA_TASK_BRACKETS ? 2 * kinds : 1;
+                cfg.out_size = g.task == BA_TASK_BRACKETS ? g.T[ti] : 1;
+                if (ba_config_validate(&cfg, err))
+                    return usage_error(c->cmd, "%s", err);
+            }
+    g.ncells = g.nT * g.nC * g.nffn * g.nseeds * g.nattn;
+    g.cells = calloc((size_t)g.ncells, sizeof(cell));
+    if (!g.cells) {
+        fprintf(stderr, "%s ablate: out of memory\n", prog);
+        return 1;
+    }
+    int k = 0;
+    for (int ti = 0; ti < g.nT; ti++)
+        for (int ci = 0; ci < g.nC; ci++)
+            for (int fi = 0; fi < g.nffn; fi++)
+                for (int si = 0; si < g.nseeds; si++)
+                    for (int a = 0; a < g.nattn; a++) {
+                        cell *x = &g.cells[k++];
+                        x->attn_i = a, x->T = g.T[ti], x->C = g.C[ci], x->ffn = g.ffn[fi];
+                        x->seed = g.seed0 + (uint64_t)si;
+                        load_cell(&g, x);
+                    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/runs", g.dir);
+    if (make_dirs(path, err)) {
+        free(g.cells);
+        return fail_lib(c->cmd, 0, err, 1);
+    }
+    int finished = 0;
+    for (int i = 0; i < g.ncells; i++)
+        finished += g.cells[i].done;
+    const char *data_path = find_opt(c, "data")->set ? get_str(c, "data") : default_data_path();
+    int code = 0;
+    if (!get_flag(c, "summary-only")) {
+        fprintf(stderr, "ablate %s: %d runs in the grid, %d already finished in %s\n",
+                ba_task_name(g.task), g.ncells, finished, g.dir);
+        ba_dataset *data = NULL;
+        int data_T = -1;
+        double t0 = now_s();
+        int ran = 0, todo = g.ncells - finished;
+        for (int i = 0; i < g.ncells && code == 0; i++) {
+            cell *x = &g.cells[i];
+            if (x->done)
+                continue;
+            ba_config cfg = ba_config_default(g.task, g.attn[x->attn_i], x->T);
+            cfg.engine = engine, cfg.n_layer = layers, cfg.n_head = heads, cfg.n_embd = x->C;
+            cfg.ffn = x->ffn, cfg.kinds = kinds, cfg.n_heldout = heldout;
+            cfg.data_seed = data_seed;
+            if (data_T != x->T) { /* datasets depend on T only */
+                ba_dataset_free(data);
+                data = NULL;
+                int st = open_dataset(&cfg, data_path, 0, &data, err);
+                if (st) {
+                    code = fail_lib(c->cmd, st, err, input_status(st));
+                    break;
+                }
+                data_T = x->T;
+            }
+            ba_config_set_data(&cfg, data);
+            char name[256], rundir[4096];
+            cell_name(&g, x, name, sizeof name);
+            snprintf(rundir, sizeof rundir, "%s/runs/%s", g.dir, name);
+            if (make_dirs(rundir, err)) {
+                code = fail_lib(c->cmd, 0, err, 1);
+                break;
+            }
+            train_settings si = s;
+            si.seed = x->seed;
+            train_outcome res;
+            if ((code = run_training(c->cmd, &cfg, data, &si, rundir, data_path, 0, &res)))
+                break;
+            x->done = 1, x->steps = res.steps, x->wall_s = res.train_s;
+            x->val_loss = res.final.loss, x->val_ppl = res.final.ppl;
+            x->val_acc = res.final.accuracy, x->items = res.final.n_items;
+            x->targets = res.final.n_targets;
+            x->value = g.task == BA_TASK_CHARLM ? res.final.ppl : res.final.accuracy;
+            if (save_cell(&g, x, err) || write_outputs(&g, err)) {
+                code = fail_lib(c->cmd, 0, err, 1);
+                break;
+            }
+            ran++;
+            double el = now_s() - t0;
+            char eta[32], elb[32];
+            fmt_duration(el / ran * (todo - ran), eta, sizeof eta);
+            fmt_duration(el, elb, sizeof elb);
+            fprintf(stderr, "[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", finished + ran,
+                    g.ncells, name, g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy",
+                    x->value, elb, eta);
+        }
+        ba_dataset_free(data);
+    }
+    if (code == 0 && write_outputs(&g, err))
+        code = fail_lib(c->cmd, 0, err, 1);
+    if (code == 0)
+        printf("results: %s/results.csv, %s/results.json, %s/summary.md\n", g.dir, g.dir, g.dir);
+    free(g.cells);
+    return code;
+}

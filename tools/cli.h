@@ -1,0 +1,86 @@
+/* Shared pieces of the boltzattn tool: option parsing, messages and exit
+ * codes, the training loop (used by train and ablate). Only the tool prints. */
+#ifndef BA_CLI_H
+#define BA_CLI_H
+
+#include "boltzattn.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define EXIT_USAGE 2
+
+extern const char *prog;
+
+typedef struct {
+    const char *name; /* long name without dashes */
+    const char *arg;  /* metavariable, or NULL for a flag */
+    const char *def;  /* default shown in --help (NULL: none) */
+    const char *help;
+    const char *val; /* parsed value (or def) */
+    int set;         /* given on the command line */
+} opt;
+
+typedef struct {
+    const char *cmd;
+    const char *usage;
+    opt *opts;
+} command;
+
+
+typedef struct {
+    long steps, warmup;
+    int batch, eval_every, eval_items, log_every;
+    double lr, min_lr_frac, j_init_std;
+    uint64_t seed;
+    ba_adamw opt;
+} train_settings;
+
+/* Options: parse_opts returns -1 after printing --help, 0 on success, else
+ * an exit code (after printing the problem). */
+int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void print_help(const command *c);
+int parse_opts(const command *c, int argc, char **argv);
+opt *find_opt(const command *c, const char *name);
+const char *get_str(const command *c, const char *name);
+int get_flag(const command *c, const char *name);
+int get_long(const command *c, const char *name, long lo, long hi, long *out);
+int get_int(const command *c, const char *name, int lo, int hi, int *out);
+int get_u64(const command *c, const char *name, uint64_t *out);
+int get_double(const command *c, const char *name, double lo, double hi, double *out);
+
+/* Exit code for a library status met while reading inputs. */
+int input_status(int st);
+int fail_lib(const char *cmd, int st, const char *err, int code);
+void set_threads(int n);
+int threads_in_use(void);
+double now_s(void);
+int make_dirs(const char *path, char *err);
+const char *default_data_path(void);
+int open_dataset(const ba_config *cfg, const char *path, int use_vocab, ba_dataset **out,
+                 char *err);
+void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r);
+void fmt_duration(double s, char *buf, size_t n);
+
+/* The training settings as a JSON object (malloc'd). */
+char *train_settings_json(const train_settings *s, const char *data);
+int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_json, char *err);
+
+typedef struct {
+    ba_eval_result final; /* evaluation on the whole validation/held-out set */
+    double train_s;       /* wall time of the optimisation steps */
+    long steps;
+} train_outcome;
+
+/* Trains a fresh model of cfg on data into outdir (checkpoint, metrics.jsonl).
+ * verbose 0: silent; 1: header and validation lines on stderr; 2: also the
+ * progress line (a terminal). Returns 0, or 1 after printing a runtime
+ * failure. */
+int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
+                 const train_settings *s, const char *outdir, const char *data_path,
+                 int verbose, train_outcome *out);
+
+/* subcommands living outside boltzattn.c */
+int cmd_ablate(int argc, char **argv);
+
+#endif

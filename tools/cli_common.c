@@ -1,0 +1,464 @@
+/* Helpers shared by the tool's subcommands (see cli.h): options, messages,
+ * exit codes, and the training loop. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void openblas_set_num_threads(int); /* from OpenBLAS; its header varies by distro */
+
+/* ------------------------------------------------------------ options */
+
+const char *prog = "boltzattn";
+
+int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s %s: ", prog, cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(see '%s %s --help')\n", prog, cmd);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+void print_help(const command *c)
+{
+    printf("usage: %s %s %s\n\noptions:\n", prog, c->cmd, c->usage);
+    for (opt *o = c->opts; o->name; o++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        printf("  %-24s %s", left, o->help);
+        if (o->def)
+            printf(" (default: %s)", o->def);
+        printf("\n");
+    }
+    printf("  %-24s %s\n", "--help", "show this help");
+}
+
+/* Returns -1 on --help (already printed), 0 on success, else an exit code. */
+int parse_opts(const command *c, int argc, char **argv)
+{
+    for (opt *o = c->opts; o->name; o++)
+        o->val = o->def, o->set = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_help(c);
+            return -1;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            return usage_error(c->cmd, "unexpected argument '%s'", a);
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        opt *o = NULL;
+        for (opt *p = c->opts; p->name; p++)
+            if (strlen(p->name) == len && strncmp(p->name, name, len) == 0)
+                o = p;
+        if (!o)
+            return usage_error(c->cmd, "unknown option '--%.*s'", (int)len, name);
+        if (!o->arg) {
+            if (eq)
+                return usage_error(c->cmd, "option '--%s' takes no value", o->name);
+            o->val = "1";
+        } else if (eq) {
+            o->val = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return usage_error(c->cmd, "option '--%s' needs a value (%s)", o->name, o->arg);
+            o->val = argv[++i];
+        }
+        o->set = 1;
+    }
+    return 0;
+}
+
+opt *find_opt(const command *c, const char *name)
+{
+    for (opt *o = c->opts; o->name; o++)
+        if (strcmp(o->name, name) == 0)
+            return o;
+    return NULL;
+}
+
+const char *get_str(const command *c, const char *name) { return find_opt(c, name)->val; }
+int get_flag(const command *c, const char *name) { return find_opt(c, name)->set; }
+
+int get_long(const command *c, const char *name, long lo, long hi, long *out)
+{
+    const char *v = find_opt(c, name)->val;
+    if (!v)
+        return usage_error(c->cmd, "option '--%s' is required", name);
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno == ERANGE || end == v || *end != '\0')
+        return usage_error(c->cmd, "--%s: '%s' is not an integer", name, v);
+    if (x < lo || x > hi)
+        return usage_error(c->cmd, "--%s: %ld is out of range [%ld, %ld]", name, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+int get_int(const command *c, const char *name, int lo, int hi, int *out)
+{
+    long x;
+    int rc = get_long(c, name, lo, hi, &x);
+    if (!rc)
+        *out = (int)x;
+    return rc;
+}
+
+int get_u64(const command *c, const char *name, uint64_t *out)
+{
+    const char *v = find_opt(c, name)->val;
+    char *end;
+    errno = 0;
+    if (!v || *v == '-')
+        return usage_error(c->cmd, "--%s: '%s' is not a non-negative integer", name,
+                           v ? v : "");
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno == ERANGE || end == v || *end != '\0')
+        return usage_error(c->cmd, "--%s: '%s' is not a non-negative integer", name, v);
+    *out = (uint64_t)x;
+    return 0;
+}
+
+int get_double(const command *c, const char *name, double lo, double hi, double *out)
+{
+    const char *v = find_opt(c, name)->val;
+    if (!v)
+        return usage_error(c->cmd, "option '--%s' is required", name);
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno == ERANGE || end == v || *end != '\0' || !isfinite(x))
+        return usage_error(c->cmd, "--%s: '%s' is not a finite number", name, v);
+    if (x < lo || x > hi)
+        return usage_error(c->cmd, "--%s: %g is out of range [%g, %g]", name, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+/* Exit code for a library status while reading inputs: bad input is 2, an
+ * allocation or numerical failure is a runtime failure. */
+int input_status(int st) { return (st == BA_ERR_NOMEM || st == BA_ERR_NUMERIC) ? 1 : 2; }
+
+int fail_lib(const char *cmd, int st, const char *err, int code)
+{
+    fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
+    (void)st;
+    return code;
+}
+
+void set_threads(int n)
+{
+    if (n <= 0)
+        return;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    openblas_set_num_threads(n);
+}
+
+int threads_in_use(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* mkdir -p */
+int make_dirs(const char *path, char *err)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        snprintf(err, BA_ERR_LEN, "output path too long");
+        return -1;
+    }
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, BA_ERR_LEN, "cannot create directory %.180s: %s", buf, strerror(errno));
+                return -1;
+            }
+            *p = '/';
+        }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, BA_ERR_LEN, "cannot create directory %.180s: %s", buf, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, BA_ERR_LEN, "%.200s exists and is not a directory", buf);
+        return -1;
+    }
+    return 0;
+}
+
+/* Where charlm data comes from when --data is not given. */
+const char *default_data_path(void)
+{
+    const char *env = getenv("BA_DATA");
+    if (env && *env)
+        return env;
+    return "data/tinyshakespeare.txt";
+}
+
+/* Opens the dataset a config describes (the held-out set of brackets is
+ * rebuilt from its seed; charlm reads `path` with the config's vocabulary
+ * when use_vocab). */
+int open_dataset(const ba_config *cfg, const char *path, int use_vocab, ba_dataset **out,
+                        char *err)
+{
+    if (cfg->task == BA_TASK_BRACKETS)
+        return ba_dataset_brackets(out, cfg->block_size, cfg->kinds, cfg->n_heldout,
+                                   cfg->data_seed, err);
+    if (access(path, R_OK) != 0) {
+        snprintf(err, BA_ERR_LEN,
+                 "cannot read data file %s (%s); run 'make data' or pass --data PATH", path,
+                 strerror(errno));
+        return BA_ERR_IO;
+    }
+    return ba_dataset_charlm(out, path, use_vocab ? cfg->vocab : NULL,
+                             use_vocab ? cfg->vocab_size : 0, cfg->block_size, err);
+}
+
+void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r)
+{
+    if (task == BA_TASK_CHARLM)
+        fprintf(f, "%s: val_loss %.4f  val_ppl %.4f  (%d windows, %ld targets)\n", label,
+                r->loss, r->ppl, r->n_items, r->n_targets);
+    else
+        fprintf(f, "%s: accuracy %.2f %%  (%ld of %ld ')' in %d held-out sequences)  loss %.4f\n",
+                label, 100.0 * r->accuracy, lround(r->accuracy * r->n_targets), r->n_targets,
+                r->n_items, r->loss);
+}
+
+void fmt_duration(double s, char *buf, size_t n)
+{
+    if (!isfinite(s) || s < 0)
+        snprintf(buf, n, "?");
+    else if (s < 60)
+        snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+
+char *train_settings_json(const train_settings *s, const char *data)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "steps", (double)s->steps);
+    cJSON_AddNumberToObject(o, "batch", s->batch);
+    cJSON_AddNumberToObject(o, "lr", s->lr);
+    cJSON_AddNumberToObject(o, "min_lr", s->lr * s->min_lr_frac);
+    cJSON_AddNumberToObject(o, "warmup", (double)s->warmup);
+    cJSON_AddNumberToObject(o, "weight_decay", s->opt.weight_decay);
+    cJSON_AddNumberToObject(o, "beta1", s->opt.beta1);
+    cJSON_AddNumberToObject(o, "beta2", s->opt.beta2);
+    cJSON_AddNumberToObject(o, "clip", s->opt.grad_clip);
+    cJSON_AddNumberToObject(o, "j_init_std", s->j_init_std);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
+    cJSON_AddStringToObject(o, "seed", seed);
+    cJSON_AddNumberToObject(o, "threads", threads_in_use());
+    if (data)
+        cJSON_AddStringToObject(o, "data", data);
+    char *txt = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return txt;
+}
+
+int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_json,
+                     char *err)
+{
+    char path[4096], stepbuf[32];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    const char *keys[] = {"step", "train"};
+    const char *vals[] = {stepbuf, train_json ? train_json : "{}"};
+    return ba_checkpoint_save(path, m, keys, vals, 2, err);
+}
+
+/* ------------------------------------------------------- training loop */
+
+int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
+                 const train_settings *s, const char *outdir, const char *data_path,
+                 int verbose, train_outcome *out)
+{
+    char err[BA_ERR_LEN];
+    ba_task task = cfg->task;
+    int T = cfg->block_size, st;
+    ba_model *m = NULL;
+    st = ba_model_init(&m, cfg, err);
+    if (st)
+        return fail_lib(cmd, st, err, 1);
+    ba_rng rng;
+    ba_rng_seed(&rng, s->seed);
+    ba_model_init_weights(m, &rng, s->j_init_std);
+    /* Batches come from their own stream, so the data order for a seed is
+     * the same for every variant and model size. */
+    ba_rng data_rng;
+    ba_rng_seed(&data_rng, s->seed ^ 0x5eedda7a5eedda7aULL);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", outdir);
+    FILE *log = fopen(path, "w");
+    if (!log) {
+        fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(errno));
+        ba_model_free(m);
+        return 1;
+    }
+    char *cfg_json = ba_config_to_json(cfg);
+    char *train_json = train_settings_json(s, task == BA_TASK_CHARLM ? data_path : NULL);
+    fprintf(log, "{\"event\":\"config\",\"config\":%s,\"train\":%s,\"params\":%zu}\n", cfg_json,
+            train_json, ba_model_num_params(m));
+    fflush(log);
+
+    uint64_t ntrain, neval;
+    ba_dataset_sizes(data, &ntrain, &neval);
+    int quiet = verbose < 1, tty = verbose >= 2;
+    if (!quiet)
+        fprintf(stderr,
+                "train %s %s T=%d L=%d H=%d C=%d ffn=%s engine=%s: %zu parameters, %d threads, "
+                "out %s\n",
+                ba_task_name(task), ba_attn_name(cfg->attn), T, cfg->n_layer, cfg->n_head,
+                cfg->n_embd, cfg->ffn ? "on" : "off", ba_engine_name(cfg->engine),
+                ba_model_num_params(m), threads_in_use(), outdir);
+    if (quiet)
+        ;
+    else if (task == BA_TASK_BRACKETS)
+        fprintf(stderr, "brackets: %llu training prefixes, %llu held out; position-only "
+                        "baseline %.2f %%\n",
+                (unsigned long long)ntrain, (unsigned long long)neval,
+                100.0 * ba_dataset_position_baseline(data));
+    else
+        fprintf(stderr, "charlm: %s, vocabulary %d, %llu train / %llu validation bytes\n",
+                data_path, cfg->vocab_size, (unsigned long long)ntrain,
+                (unsigned long long)neval);
+
+    size_t bt = (size_t)s->batch * T;
+    int *in = malloc(sizeof(int) * bt), *tg = malloc(sizeof(int) * bt);
+    int code = 0;
+    if (!in || !tg) {
+        fprintf(stderr, "%s %s: out of memory for a batch of %d\n", prog, cmd, s->batch);
+        code = 1;
+        goto done;
+    }
+    double t0 = now_s(), tlast = t0, ema_loss = NAN;
+    long last_step = 0;
+    for (long step = 0; step < s->steps; step++) {
+        double lr = ba_lr_schedule(step, s->steps, s->warmup, s->lr, s->lr * s->min_lr_frac);
+        double loss, gnorm;
+        ba_dataset_train_batch(data, &data_rng, s->batch, in, tg);
+        if ((st = ba_model_forward(m, in, tg, s->batch, T, &loss, err)) == BA_OK) {
+            ba_model_zero_grad(m);
+            if ((st = ba_model_backward(m, err)) == BA_OK)
+                st = ba_model_step(m, &s->opt, lr, &gnorm, err);
+        }
+        if (st) {
+            fprintf(stderr, "%s%s %s: step %ld: %s\n", tty ? "\n" : "", prog, cmd, step + 1, err);
+            code = 1;
+            goto done;
+        }
+        ema_loss = isnan(ema_loss) ? loss : 0.9 * ema_loss + 0.1 * loss;
+        long done_steps = step + 1;
+        double t = now_s();
+        double sps = done_steps / fmax(t - t0, 1e-9);
+        if (done_steps % s->log_every == 0 || done_steps == s->steps)
+            fprintf(log,
+                    "{\"event\":\"train\",\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
+                    "\"grad_norm\":%.6g,\"steps_per_s\":%.4f,\"elapsed_s\":%.3f}\n",
+                    done_steps, loss, lr, gnorm, sps, t - t0);
+        if (tty && (t - tlast > 0.2 || done_steps == s->steps)) {
+            char eta[32];
+            fmt_duration((s->steps - done_steps) / sps, eta, sizeof eta);
+            fprintf(stderr, "\rstep %ld/%ld  loss %.4f  lr %.2e  %.2f steps/s  ETA %s   ",
+                    done_steps, s->steps, ema_loss, lr, sps, eta);
+            tlast = t;
+        }
+        if (s->eval_every > 0 && done_steps % s->eval_every == 0 && done_steps < s->steps) {
+            ba_eval_result r;
+            if ((st = ba_evaluate(m, data, s->eval_items, 64, &r, err))) {
+                fprintf(stderr, "%s%s %s: evaluation at step %ld: %s\n", tty ? "\n" : "", prog,
+                        cmd, done_steps, err);
+                code = 1;
+                goto done;
+            }
+            fprintf(log,
+                    "{\"event\":\"eval\",\"step\":%ld,\"val_loss\":%.6f,\"val_ppl\":%.6f,"
+                    "\"val_acc\":%.6f,\"items\":%d}\n",
+                    done_steps, r.loss, r.ppl, r.accuracy, r.n_items);
+            fflush(log);
+            if (tty)
+                fprintf(stderr, "\r\033[K");
+            if (!quiet) {
+                char label[64];
+                snprintf(label, sizeof label, "step %ld (%d items)", done_steps, r.n_items);
+                print_eval(stderr, label, task, &r);
+            }
+            if ((st = save_ckpt(outdir, m, done_steps, train_json, err))) {
+                fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
+                code = 1;
+                goto done;
+            }
+        }
+        last_step = done_steps;
+    }
+    if (tty)
+        fprintf(stderr, "\n");
+    double train_s = now_s() - t0;
+    ba_eval_result r;
+    if ((st = ba_evaluate(m, data, 0, 64, &r, err))) {
+        fprintf(stderr, "%s %s: final evaluation: %s\n", prog, cmd, err);
+        code = 1;
+        goto done;
+    }
+    fprintf(log,
+            "{\"event\":\"final\",\"step\":%ld,\"val_loss\":%.6f,\"val_ppl\":%.6f,"
+            "\"val_acc\":%.6f,\"items\":%d,\"targets\":%ld,\"train_s\":%.3f,"
+            "\"steps_per_s\":%.4f}\n",
+            last_step, r.loss, r.ppl, r.accuracy, r.n_items, r.n_targets, train_s,
+            last_step / fmax(train_s, 1e-9));
+    if ((st = save_ckpt(outdir, m, last_step, train_json, err))) {
+        fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
+        code = 1;
+        goto done;
+    }
+    if (out) {
+        out->final = r;
+        out->train_s = train_s;
+        out->steps = last_step;
+    }
+done:
+    fclose(log);
+    free(in), free(tg);
+    free(cfg_json);
+    free(train_json);
+    ba_model_free(m);
+    return code;
+}
