@@ -10,7 +10,8 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build test test-release test-asan run data bench clean help
+.PHONY: all deps build test test-release test-asan run data bench reproduce clean help
+PRESET     ?= quick
 
 all: build
 
@@ -18,6 +19,7 @@ help:
 	@echo "make run    install build deps (root), build, run a one-minute brackets demo"
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
+	@echo "make reproduce PRESET=quick|full   the paper's comparisons (results/PRESET/report.md)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 
@@ -71,6 +73,10 @@ data/tinyshakespeare.txt:
 	curl -fL --retry 3 -o $@.part '$(DATA_URL)' || { rm -f $@.part; echo "download failed: $(DATA_URL) (set DATA_URL=... to use a mirror or a file:// path)"; exit 1; }
 	@echo "$(DATA_SHA)  $@.part" | sha256sum -c - || { echo "checksum mismatch: $@.part removed"; rm -f $@.part; exit 1; }
 	mv $@.part $@
+
+# The paper's comparisons: PRESET=quick (about 15 minutes) or full (hours).
+reproduce: build
+	bash tools/reproduce.sh $(PRESET) $(BIN)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

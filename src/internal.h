@@ -66,7 +66,9 @@ void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const 
  * engine's kernels K' of every n, its products and trust flags) and keeps
  * buffers across calls. One per attention head of a model; NULL contexts
  * mean a stateless call. A backward on a context must follow the forward of
- * the same inputs on that context (otherwise it recomputes the forward). */
+ * the same inputs on that context: only the shape (B,T) is checked (a
+ * different shape recomputes the forward; different values of the same
+ * shape would silently reuse the old kernels). The model guarantees it. */
 typedef struct ba_engine_ctx ba_engine_ctx;
 ba_engine_ctx *ba_engine_ctx_new(void);
 void ba_engine_ctx_free(ba_engine_ctx *c);
