@@ -471,6 +471,9 @@ static void print_main_help(void)
            "  sample   generate text from a charlm checkpoint\n"
            "  grads    loss and every parameter's gradient for a batch file\n"
            "  batch    write a batch file drawn from a checkpoint's task\n"
+           "  ablate   train a grid of variants x T x widths x seeds; results and summary\n"
+           "  plot     plots of an ablation directory (gnuplot)\n"
+           "  couplings  the couplings J of a checkpoint: CSV, by distance, plots\n"
            "  version  print the version\n\n"
            "'%s COMMAND --help' lists a command's options and their defaults.\n",
            BA_VERSION, prog, prog);
@@ -495,7 +498,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"train", cmd_train}, {"eval", cmd_eval},   {"sample", cmd_sample},
-                {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate}};
+                {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate},
+                {"couplings", cmd_couplings}, {"plot", cmd_plot}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 2, argv + 2);

@@ -82,5 +82,7 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
 
 /* subcommands living outside boltzattn.c */
 int cmd_ablate(int argc, char **argv);
+int cmd_couplings(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif
