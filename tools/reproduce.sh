@@ -49,10 +49,14 @@ esac
 for d in "$OUT"/*/; do
     "$BIN" plot "$d" || echo "plots skipped for $d"
 done
-# Couplings of the first boltzmann run of each grid.
+# Couplings of the boltzmann run with the largest T (seed 1, FFN if any) of
+# each grid.
 for d in "$OUT"/*/; do
-    ck=$(ls -d "$d"runs/*-boltzmann-s* 2>/dev/null | tail -n 1)
-    [ -n "$ck" ] && "$BIN" couplings --ckpt "$ck/model.safetensors" --out "${d}couplings" >/dev/null || true
+    ck=$(cd "${d}runs" 2>/dev/null && ls -d *-boltzmann-s1 2>/dev/null | sort -t- -k2.2n -k4.4n | tail -n 1)
+    if [ -n "$ck" ]; then
+        "$BIN" couplings --ckpt "${d}runs/$ck/model.safetensors" --out "${d}couplings" >/dev/null || true
+        echo "$ck" >"${d}couplings/run.txt"
+    fi
 done
 end=$(date +%s)
 
@@ -68,13 +72,13 @@ report="$OUT/report.md"
         name=$(basename "$d")
         echo "## $name"
         echo
-        sed '1d' "$d/summary.md"
+        sed -e '1d' -e 's/^## /### /' "$d/summary.md"
         for png in "$d"*.png "$d"couplings/*.png; do
             [ -f "$png" ] && echo "![$(basename "$png")](${png#"$OUT"/})"
         done
         if [ -f "${d}couplings/distance.csv" ]; then
             echo
-            echo "Mean coupling J by key distance (all layers and heads of one boltzmann run):"
+            echo "Mean coupling J by key distance d = k - j of run \`$(cat "${d}couplings/run.txt")\` (all its layers and heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):"
             echo
             echo '| distance | mean J | sd |'
             echo '|---|---|---|'
