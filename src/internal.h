@@ -7,12 +7,34 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Writes a printf-style message into err (BA_ERR_LEN bytes, may be NULL)
  * and returns status, so a failure reads `return ba_fail(err, BA_ERR_ARG,
  * "...", ...)`. */
 int ba_fail(char *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* OpenMP's team size and thread number, 1 and 0 without OpenMP. */
+static inline int ba_nthreads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int ba_thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 /* Overflow-checked size arithmetic: 0 on success, 1 on overflow. */
 static inline int ba_mul_size(size_t a, size_t b, size_t *out)

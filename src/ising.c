@@ -11,9 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* log-weight of state s: sum_j h_j s_j + sum_{j<k} J_jk s_j s_k. */
 static double state_logweight(int n, unsigned long s, const double *h, const double *J, int ldj)
@@ -200,24 +197,6 @@ int ba_ising_backward(ba_engine e, int n, const double *h, const double *J, int 
 
 /* ------------------------------------------------ batched (per head) */
 
-static int nthreads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
                       double *logw, char *err)
 {
@@ -239,7 +218,7 @@ int ba_engine_forward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const dou
     if (e == BA_ENGINE_FAST)
         return c ? ba_engine_forward_fast(c, B, T, h, J, ldj, logw, err)
                  : ba_fast_forward(B, T, h, J, ldj, logw, NULL, err);
-    int nt = nthreads();
+    int nt = ba_nthreads();
     size_t per = (size_t)1 << T;
     double work = (double)B * per * T * T; /* ~ operations of the enumeration */
     double *lwork = malloc(sizeof(double) * per * (size_t)nt);
@@ -250,7 +229,7 @@ int ba_engine_forward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const dou
     for (long q = 0; q < (long)B * T; q++) {
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
-        double *lw = lwork + per * (size_t)thread_id();
+        double *lw = lwork + per * (size_t)ba_thread_id();
         ba_ref_marginals_ws(i + 1, h ? h + row : NULL, J, ldj, logw + row, lw);
         for (int j = i + 1; j < T; j++)
             logw[row + j] = -INFINITY;
@@ -269,7 +248,7 @@ int ba_engine_backward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const do
     if (e == BA_ENGINE_FAST)
         return c ? ba_engine_backward_fast(c, B, T, h, J, ldj, g, dh, dJ, err)
                  : ba_fast_backward(B, T, h, J, ldj, g, dh, dJ, err);
-    int nt = nthreads();
+    int nt = ba_nthreads();
     size_t per = (size_t)1 << T;
     size_t jsz = (size_t)T * T;
     double work = (double)B * per * T * T; /* ~ operations of the enumeration */
@@ -287,7 +266,7 @@ int ba_engine_backward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const do
     for (long q = 0; q < (long)B * T; q++) {
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
-        int t = thread_id();
+        int t = ba_thread_id();
         ba_ref_backward_ws(i + 1, h ? h + row : NULL, J, ldj, g + row, dh ? dh + row : NULL,
                      dJ ? djt + jsz * (size_t)t : NULL, T, lwork + per * (size_t)t);
     }

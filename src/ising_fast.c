@@ -28,9 +28,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define TRUST_MIN 1e-280
 #define MAXN BA_FAST_MAX_SPINS
@@ -71,24 +68,6 @@ struct ba_engine_ctx {
     double *SB;      // (NBmax, bmax) +-1 spin matrix of the B half
     double *PS;      // (NAmax, bmax) (M o K') S_B
 };
-
-static int nthreads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 static void free_store(ba_engine_ctx *c)
 {
@@ -137,7 +116,7 @@ static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
 {
     int amax = T / 2, bmax = T - amax;
     size_t NAm = (size_t)1 << amax, NBm = (size_t)1 << bmax, q = (size_t)Q;
-    int nt = nthreads();
+    int nt = ba_nthreads();
     if (T > c->cap_T || Q > c->cap_Q) {
         T = T > c->cap_T ? T : c->cap_T;
         Q = Q > c->cap_Q ? Q : c->cap_Q;
@@ -293,7 +272,7 @@ static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int 
     double work = 4.0 * NA * NB;
 #pragma omp parallel num_threads(nt) if (work > BA_PAR_MIN_WORK)
     {
-        double *cm = c->colmx + NB * (size_t)thread_id();
+        double *cm = c->colmx + NB * (size_t)ba_thread_id();
 #pragma omp for schedule(static)
         for (size_t blk = 0; blk < nblocks; blk++) {
             size_t s0 = blk * ROW_BLOCK, s1 = s0 + ROW_BLOCK < NA ? s0 + ROW_BLOCK : NA;
@@ -434,7 +413,7 @@ static long forward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
         for (size_t s = 0; s < v.NA; s++)
             z += eu[s] * r[s];
         v.Z[q] = z;
-        double *tmp = c->tmp + (v.NA + v.NB) * (size_t)thread_id();
+        double *tmp = c->tmp + (v.NA + v.NB) * (size_t)ba_thread_id();
         v.valid[q] = (char)query_marginals(c, &v, q, tmp, logw ? logw + (size_t)q * ls : NULL);
     }
     long fb = 0;

@@ -409,9 +409,7 @@ int cmd_ablate(int argc, char **argv)
     if (!get_str(c, "out"))
         return usage_error(c->cmd, "option '--out' is required");
     g.dir = get_str(c, "out");
-    ba_engine engine;
-    if (ba_task_parse(get_str(c, "task"), &g.task, err) ||
-        ba_engine_parse(get_str(c, "engine"), &engine, err))
+    if (ba_task_parse(get_str(c, "task"), &g.task, err))
         return usage_error(c->cmd, "%s", err);
     /* variants */
     char list[512];
@@ -428,40 +426,19 @@ int cmd_ablate(int argc, char **argv)
     }
     if (g.nattn == 0)
         return usage_error(c->cmd, "--attn: empty list");
-    int layers, heads, kinds, heldout, threads = 0;
     long seed0;
+    model_opts mo;
     train_settings s;
-    memset(&s, 0, sizeof s);
-    s.opt = ba_adamw_default();
-    uint64_t data_seed;
-    if ((rc = parse_int_list(c->cmd, "T", get_str(c, "T"), 1, BA_MAX_BLOCK, g.T, &g.nT)) ||
+    if ((rc = parse_shared_opts(c, &mo, &s)) ||
+        (rc = parse_int_list(c->cmd, "T", get_str(c, "T"), 1, BA_MAX_BLOCK, g.T, &g.nT)) ||
         (rc = parse_int_list(c->cmd, "embd", get_str(c, "embd"), 1, 8192, g.C, &g.nC)) ||
         (rc = get_int(c, "seeds", 1, 1000, &g.nseeds)) ||
-        (rc = get_long(c, "seed0", 0, LONG_MAX, &seed0)) ||
-        (rc = get_int(c, "layers", 1, 64, &layers)) || (rc = get_int(c, "heads", 1, 64, &heads)) ||
-        (rc = get_long(c, "steps", 1, 1000000000L, &s.steps)) ||
-        (rc = get_int(c, "batch", 1, 1 << 20, &s.batch)) ||
-        (rc = get_double(c, "lr", 0, 10, &s.lr)) ||
-        (rc = get_double(c, "min-lr", 0, 1, &s.min_lr_frac)) ||
-        (rc = get_double(c, "weight-decay", 0, 10, &s.opt.weight_decay)) ||
-        (rc = get_double(c, "clip", 0, 1e9, &s.opt.grad_clip)) ||
-        (rc = get_int(c, "kinds", 1, 4, &kinds)) ||
-        (rc = get_int(c, "heldout", 0, 1 << 24, &heldout)) ||
-        (rc = get_u64(c, "data-seed", &data_seed)) ||
-        (rc = get_int(c, "eval-items", 1, INT_MAX, &s.eval_items)))
+        (rc = get_long(c, "seed0", 0, LONG_MAX, &seed0)))
         return rc;
     g.seed0 = (uint64_t)seed0;
-    s.log_every = 10;
-    s.warmup = s.steps / 20;
-    if (find_opt(c, "warmup")->set && (rc = get_long(c, "warmup", 0, s.steps, &s.warmup)))
-        return rc;
-    s.eval_every = (int)(s.steps / 10 > 0 ? s.steps / 10 : s.steps);
-    if (find_opt(c, "eval-every")->set &&
-        (rc = get_int(c, "eval-every", 0, INT_MAX, &s.eval_every)))
-        return rc;
-    if (find_opt(c, "threads")->set && (rc = get_int(c, "threads", 1, 1024, &threads)))
-        return rc;
-    set_threads(threads);
+    ba_engine engine = mo.engine;
+    int layers = mo.layers, heads = mo.heads, kinds = mo.kinds, heldout = mo.heldout;
+    uint64_t data_seed = mo.data_seed;
     if (get_flag(c, "no-ffn") && get_flag(c, "no-ffn-too"))
         return usage_error(c->cmd, "--no-ffn and --no-ffn-too exclude each other");
     g.nffn = get_flag(c, "no-ffn-too") ? 2 : 1;

@@ -56,49 +56,26 @@ static int cmd_train(int argc, char **argv)
     char err[BA_ERR_LEN];
     ba_task task;
     ba_attn attn;
-    ba_engine engine;
     if (ba_task_parse(get_str(c, "task"), &task, err) ||
-        ba_attn_parse(get_str(c, "attn"), &attn, err) ||
-        ba_engine_parse(get_str(c, "engine"), &engine, err))
+        ba_attn_parse(get_str(c, "attn"), &attn, err))
         return usage_error(c->cmd, "%s", err);
-    int T, layers, heads, embd, kinds, heldout, threads = 0;
+    int T, embd;
+    model_opts mo;
     train_settings s;
-    memset(&s, 0, sizeof s);
-    s.opt = ba_adamw_default();
-    uint64_t data_seed;
-    if ((rc = get_int(c, "T", 1, BA_MAX_BLOCK, &T)) || (rc = get_int(c, "layers", 1, 64, &layers)) ||
-        (rc = get_int(c, "heads", 1, 64, &heads)) || (rc = get_int(c, "embd", 1, 8192, &embd)) ||
-        (rc = get_long(c, "steps", 1, 1000000000L, &s.steps)) ||
-        (rc = get_int(c, "batch", 1, 1 << 20, &s.batch)) ||
-        (rc = get_double(c, "lr", 0, 10, &s.lr)) ||
-        (rc = get_double(c, "min-lr", 0, 1, &s.min_lr_frac)) ||
-        (rc = get_double(c, "weight-decay", 0, 10, &s.opt.weight_decay)) ||
-        (rc = get_double(c, "clip", 0, 1e9, &s.opt.grad_clip)) ||
+    if ((rc = parse_shared_opts(c, &mo, &s)) || (rc = get_int(c, "T", 1, BA_MAX_BLOCK, &T)) ||
+        (rc = get_int(c, "embd", 1, 8192, &embd)) ||
         (rc = get_double(c, "j-init-std", 0, 100, &s.j_init_std)) ||
-        (rc = get_u64(c, "seed", &s.seed)) || (rc = get_int(c, "kinds", 1, 4, &kinds)) ||
-        (rc = get_int(c, "heldout", 0, 1 << 24, &heldout)) ||
-        (rc = get_u64(c, "data-seed", &data_seed)) ||
-        (rc = get_int(c, "eval-items", 1, INT_MAX, &s.eval_items)) ||
+        (rc = get_u64(c, "seed", &s.seed)) ||
         (rc = get_int(c, "log-every", 1, INT_MAX, &s.log_every)))
         return rc;
-    s.warmup = s.steps / 20;
-    if (find_opt(c, "warmup")->set && (rc = get_long(c, "warmup", 0, s.steps, &s.warmup)))
-        return rc;
-    s.eval_every = (int)(s.steps / 10 > 0 ? s.steps / 10 : s.steps);
-    if (find_opt(c, "eval-every")->set &&
-        (rc = get_int(c, "eval-every", 0, INT_MAX, &s.eval_every)))
-        return rc;
-    if (find_opt(c, "threads")->set && (rc = get_int(c, "threads", 1, 1024, &threads)))
-        return rc;
-    set_threads(threads);
 
     ba_config cfg = ba_config_default(task, attn, T);
-    cfg.engine = engine;
-    cfg.n_layer = layers, cfg.n_head = heads, cfg.n_embd = embd;
+    cfg.engine = mo.engine;
+    cfg.n_layer = mo.layers, cfg.n_head = mo.heads, cfg.n_embd = embd;
     cfg.ffn = !get_flag(c, "no-ffn");
-    cfg.kinds = kinds, cfg.n_heldout = heldout, cfg.data_seed = data_seed;
+    cfg.kinds = mo.kinds, cfg.n_heldout = mo.heldout, cfg.data_seed = mo.data_seed;
     /* Refuse an impossible model before reading any data. */
-    cfg.vocab_size = task == BA_TASK_BRACKETS ? 2 * kinds : 1;
+    cfg.vocab_size = task == BA_TASK_BRACKETS ? 2 * mo.kinds : 1;
     cfg.out_size = task == BA_TASK_BRACKETS ? T : 1;
     int st = ba_config_validate(&cfg, err);
     if (st)

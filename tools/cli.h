@@ -62,6 +62,20 @@ int open_dataset(const ba_config *cfg, const char *path, int use_vocab, ba_datas
 void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r);
 void fmt_duration(double s, char *buf, size_t n);
 
+/* The options train and ablate share: model depth and heads, the task-data
+ * settings, the engine and the optimisation schedule. Both option tables
+ * hold every one of them. */
+typedef struct {
+    int layers, heads, kinds, heldout;
+    uint64_t data_seed;
+    ba_engine engine;
+} model_opts;
+
+/* Reads the shared options into m and s (s->seed, j_init_std and log_every
+ * are left to the caller) and applies --threads. Returns 0 or an exit code
+ * after printing the problem. */
+int parse_shared_opts(const command *c, model_opts *m, train_settings *s);
+
 /* The training settings as a JSON object (malloc'd). */
 char *train_settings_json(const train_settings *s, const char *data);
 int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_json, char *err);

@@ -304,6 +304,41 @@ int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_j
     return ba_checkpoint_save(path, m, keys, vals, 2, err);
 }
 
+int parse_shared_opts(const command *c, model_opts *m, train_settings *s)
+{
+    char err[BA_ERR_LEN];
+    int rc, threads = 0;
+    memset(s, 0, sizeof *s);
+    s->opt = ba_adamw_default();
+    s->log_every = 10;
+    if (ba_engine_parse(get_str(c, "engine"), &m->engine, err))
+        return usage_error(c->cmd, "%s", err);
+    if ((rc = get_int(c, "layers", 1, 64, &m->layers)) ||
+        (rc = get_int(c, "heads", 1, 64, &m->heads)) ||
+        (rc = get_long(c, "steps", 1, 1000000000L, &s->steps)) ||
+        (rc = get_int(c, "batch", 1, 1 << 20, &s->batch)) ||
+        (rc = get_double(c, "lr", 0, 10, &s->lr)) ||
+        (rc = get_double(c, "min-lr", 0, 1, &s->min_lr_frac)) ||
+        (rc = get_double(c, "weight-decay", 0, 10, &s->opt.weight_decay)) ||
+        (rc = get_double(c, "clip", 0, 1e9, &s->opt.grad_clip)) ||
+        (rc = get_int(c, "kinds", 1, 4, &m->kinds)) ||
+        (rc = get_int(c, "heldout", 0, 1 << 24, &m->heldout)) ||
+        (rc = get_u64(c, "data-seed", &m->data_seed)) ||
+        (rc = get_int(c, "eval-items", 1, INT_MAX, &s->eval_items)))
+        return rc;
+    s->warmup = s->steps / 20;
+    if (find_opt(c, "warmup")->set && (rc = get_long(c, "warmup", 0, s->steps, &s->warmup)))
+        return rc;
+    s->eval_every = (int)(s->steps / 10 > 0 ? s->steps / 10 : s->steps);
+    if (find_opt(c, "eval-every")->set &&
+        (rc = get_int(c, "eval-every", 0, INT_MAX, &s->eval_every)))
+        return rc;
+    if (find_opt(c, "threads")->set && (rc = get_int(c, "threads", 1, 1024, &threads)))
+        return rc;
+    set_threads(threads);
+    return 0;
+}
+
 /* ------------------------------------------------------- training loop */
 
 int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
