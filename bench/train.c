@@ -30,8 +30,9 @@
 #include <omp.h>
 #endif
 
-#define EXIT_USAGE 2
 #define MAX_TS 64
+#define BENCH_NAME "bench_train"
+#include "bench_common.h"
 #define WARMUP 2
 #define MIN_STEPS 2 /* timed steps at least, when adaptive */
 
@@ -53,85 +54,6 @@ static const char *usage_text =
     "  --csv PATH    also write the results as CSV\n"
     "  --quick       smoke test: T = 8, 3 steps\n"
     "Threads: OMP_NUM_THREADS.\n";
-
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "bench_train: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n(see 'bench_train --help')\n");
-    va_end(ap);
-    return EXIT_USAGE;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return 1;
-    *out = v;
-    return 0;
-}
-
-static int parse_list(const char *s, long lo, long hi, int *out, int *n)
-{
-    char buf[512];
-    if (strlen(s) >= sizeof buf)
-        return 1;
-    strcpy(buf, s);
-    *n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (*n >= MAX_TS || parse_int(tok, lo, hi, &v))
-            return 1;
-        out[(*n)++] = (int)v;
-    }
-    return *n == 0;
-}
-
-static void cpu_model(char *out, size_t len)
-{
-    snprintf(out, len, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p++;
-                while (*p == ' ' || *p == '\t')
-                    p++;
-                p[strcspn(p, "\n")] = 0;
-                snprintf(out, len, "%s", p);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
-static int omp_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 /* Resets the kernel's peak-RSS mark; 0 on success. */
 static int reset_peak_rss(void)
