@@ -62,8 +62,10 @@ test-asan: deps
 
 # One-minute demo: softmax vs boltzmann on brackets at T = 8.
 run: build
+	@echo "brackets, T = 8: softmax vs boltzmann attention (600 steps each, seed 1)"
 	@for a in softmax boltzmann; do \
-	  $(BIN) train --task brackets --attn $$a --T 8 --steps 600 --seed 1 --out runs/demo-$$a --quiet | sed -n 's/^final: /'"$$a"': /p' || exit 1; \
+	  out=$$($(BIN) train --task brackets --attn $$a --T 8 --steps 600 --seed 1 --out runs/demo-$$a --quiet) || exit 1; \
+	  echo "$$out" | sed -n 's/^final: /'"$$a"': /p'; \
 	done
 
 data: data/tinyshakespeare.txt
