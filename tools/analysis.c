@@ -1419,8 +1419,7 @@ static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np
     snprintf(jb->script, sizeof jb->script, "learning_curves.gp");
     snprintf(jb->png, sizeof jb->png, "learning_curves.png");
     figure fg = {jb->script, jb->png, "validation metric during training",
-                 "mean ± sd over seeds at each evaluation; the last point is the final "
-                 "evaluation on the whole set",
+                 "mean ± sd over seeds; last point: final evaluation, whole set",
                  "training step", 0, 0, 0, "", 1, 1, 0};
     return write_figure(cmd, plots, &fg, pn, npan);
 }
