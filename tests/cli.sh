@@ -94,5 +94,26 @@ s1=$("$BIN" sample --ckpt "$TMP/lm/model.safetensors" --prompt "the " --len 30 -
 s2=$("$BIN" sample --ckpt "$TMP/lm/model.safetensors" --prompt "the " --len 30 --temperature 0 --seed 9)
 [ "$s1" = "$s2" ] && ok || bad "greedy sampling differs between seeds"
 
+# --- one writer per output directory: a live lock refuses, a stale one is taken over
+mkdir -p "$TMP/locked"
+echo $$ >"$TMP/locked/.lock"
+expect 2 "is in use by process $$" -- "$BIN" train --task brackets --T 6 --embd 8 --steps 5 --out "$TMP/locked" --quiet
+echo 999999999 >"$TMP/locked/.lock"
+expect 0 "final: accuracy" -- "$BIN" train --task brackets --T 6 --embd 8 --steps 5 --out "$TMP/locked" --quiet
+[ ! -e "$TMP/locked/.lock" ] && ok || bad "the lock file outlived the run"
+
+# --- SIGINT: the step finishes, a checkpoint is saved, exit 1 with a message
+"$BIN" train --task brackets --T 8 --embd 16 --steps 100000000 --eval-every 0 --out "$TMP/int" --quiet \
+    >"$TMP/int.out" 2>"$TMP/int.err" &
+pid=$!
+for _ in $(seq 1 50); do grep -q '"event":"train"' "$TMP/int/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+[ "$rc" = 1 ] && ok || bad "interrupted train exited $rc, expected 1"
+grep -q "interrupted by signal 2 at step" "$TMP/int.err" && ok || bad "no interruption message: $(cat "$TMP/int.err")"
+expect 0 "eval: accuracy" -- "$BIN" eval --ckpt "$TMP/int/model.safetensors"
+[ ! -e "$TMP/int/.lock" ] && ok || bad "the lock file outlived the interrupted run"
+
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

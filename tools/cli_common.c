@@ -4,7 +4,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -339,19 +341,72 @@ int parse_shared_opts(const command *c, model_opts *m, train_settings *s)
     return 0;
 }
 
+/* ------------------------------------------- interruption and the lock */
+
+/* The signal that asked the running training to stop, 0 if none. */
+static volatile sig_atomic_t stop_signal;
+
+/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once. */
+static void on_stop_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+/* Takes DIR/.lock for this process, so that two trainings never write one
+ * directory. Returns 0; 2 if a live process holds it (err names it); 1 if
+ * the lock cannot be written. A lock whose process is gone is taken over. */
+static int take_lock(const char *dir, char *lock, size_t n, char *err)
+{
+    snprintf(lock, n, "%s/.lock", dir);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            dprintf(fd, "%ld\n", (long)getpid());
+            close(fd);
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
+        long pid = 0;
+        FILE *f = fopen(lock, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &pid) != 1)
+                pid = 0;
+            fclose(f);
+        }
+        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+            snprintf(err, BA_ERR_LEN,
+                     "%.100s is in use by process %ld (lock file %.100s/.lock)", dir, pid, dir);
+            return 2;
+        }
+        unlink(lock); /* stale: the process that wrote it is gone */
+    }
+    snprintf(err, BA_ERR_LEN, "cannot create the lock file %.200s: %s", lock, strerror(errno));
+    return 1;
+}
+
 /* ------------------------------------------------------- training loop */
 
 int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  const train_settings *s, const char *outdir, const char *data_path,
                  int verbose, train_outcome *out)
 {
-    char err[BA_ERR_LEN];
+    char err[BA_ERR_LEN], lock[4096];
     ba_task task = cfg->task;
     int T = cfg->block_size, st;
+    if ((st = take_lock(outdir, lock, sizeof lock, err)))
+        return fail_lib(cmd, 0, err, st);
     ba_model *m = NULL;
     st = ba_model_init(&m, cfg, err);
-    if (st)
+    if (st) {
+        unlink(lock);
         return fail_lib(cmd, st, err, 1);
+    }
     ba_rng rng;
     ba_rng_seed(&rng, s->seed);
     ba_model_init_weights(m, &rng, s->j_init_std);
@@ -366,6 +421,7 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     if (!log) {
         fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(errno));
         ba_model_free(m);
+        unlink(lock);
         return 1;
     }
     char *cfg_json = ba_config_to_json(cfg);
@@ -373,6 +429,14 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     fprintf(log, "{\"event\":\"config\",\"config\":%s,\"train\":%s,\"params\":%zu}\n", cfg_json,
             train_json, ba_model_num_params(m));
     fflush(log);
+    /* From here on every exit goes through `done`, which restores these. */
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
 
     uint64_t ntrain, neval;
     ba_dataset_sizes(data, &ntrain, &neval);
@@ -463,6 +527,19 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
             }
         }
         last_step = done_steps;
+        if (stop_signal) {
+            if (tty)
+                fprintf(stderr, "\n");
+            if ((st = save_ckpt(outdir, m, done_steps, train_json, err)))
+                fprintf(stderr, "%s %s: interrupted at step %ld, and the checkpoint could not "
+                                "be saved: %s\n", prog, cmd, done_steps, err);
+            else
+                fprintf(stderr, "%s %s: interrupted by signal %d at step %ld; checkpoint saved "
+                                "to %s/model.safetensors\n",
+                        prog, cmd, (int)stop_signal, done_steps, outdir);
+            code = 1;
+            goto done;
+        }
     }
     if (tty)
         fprintf(stderr, "\n");
@@ -490,10 +567,13 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         out->steps = last_step;
     }
 done:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     fclose(log);
     free(in), free(tg);
     free(cfg_json);
     free(train_json);
     ba_model_free(m);
+    unlink(lock);
     return code;
 }
