@@ -39,6 +39,7 @@ static opt ablate_opts[] = {
     {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},
     {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},
     {"eval-every", "N", "steps/10", "validate every N steps (learning curves)", 0, 0},
+    {"save-every", "N", "as --eval-every", "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},
     {"eval-items", "N", "512", "items in periodic validation", 0, 0},
     {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
     {"out", "DIR", NULL, "grid directory (required); finished cells there are kept", 0, 0},

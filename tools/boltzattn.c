@@ -39,13 +39,68 @@ static opt train_opts[] = {
     {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},
     {"out", "DIR", "runs/TASK-ATTN-T<T>-s<SEED>", "output directory", 0, 0},
     {"eval-every", "N", "steps/10", "validate every N steps (0 = only at the end)", 0, 0},
+    {"save-every", "N", "as --eval-every", "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},
     {"eval-items", "N", "512", "items in periodic validation (the final one uses all)", 0, 0},
     {"log-every", "N", "10", "write a training record to metrics.jsonl every N steps", 0, 0},
     {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
     {"quiet", NULL, NULL, "no progress line", 0, 0},
+    {"resume", "DIR", NULL,
+     "continue the run saved in DIR exactly (its own settings; only --data, --threads and "
+     "--quiet may be given)", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command train_cmd = {"train", "--task charlm|brackets [options]", train_opts};
+
+static void report_training(ba_task task, ba_attn attn, int T, const char *outdir,
+                            const train_outcome *res)
+{
+    printf("%s %s T=%d: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(task),
+           ba_attn_name(attn), T, res->steps_run, res->train_s,
+           res->steps_run / fmax(res->train_s, 1e-9));
+    print_eval(stdout, "final", task, &res->final);
+    printf("checkpoint: %s/model.safetensors\n", outdir);
+}
+
+/* train --resume DIR: the saved run continues with its own settings. */
+static int train_resume(const command *c)
+{
+    for (opt *o = c->opts; o->name; o++)
+        if (o->set && strcmp(o->name, "resume") && strcmp(o->name, "data") &&
+            strcmp(o->name, "threads") && strcmp(o->name, "quiet"))
+            return usage_error(c->cmd,
+                               "--%s cannot be combined with --resume: the run continues with "
+                               "the settings it was started with",
+                               o->name);
+    int rc, threads = 0;
+    if (find_opt(c, "threads")->set && (rc = get_int(c, "threads", 1, 1024, &threads)))
+        return rc;
+    set_threads(threads);
+    const char *dir = get_str(c, "resume");
+    char err[BA_ERR_LEN], *saved_data = NULL;
+    ba_config cfg;
+    train_settings s;
+    int st = read_resume_info(dir, &cfg, &s, &saved_data, err);
+    if (st)
+        return fail_lib(c->cmd, st, err, input_status(st));
+    const char *data_path = find_opt(c, "data")->set ? get_str(c, "data")
+                            : saved_data                ? saved_data
+                                                        : default_data_path();
+    ba_dataset *data = NULL;
+    st = open_dataset(&cfg, data_path, 1, &data, err);
+    if (st) {
+        free(saved_data);
+        return fail_lib(c->cmd, st, err, input_status(st));
+    }
+    s.resume = 1;
+    int verbose = get_flag(c, "quiet") ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
+    train_outcome res;
+    int code = run_training(c->cmd, &cfg, data, &s, dir, data_path, verbose, &res);
+    ba_dataset_free(data);
+    free(saved_data);
+    if (code == 0)
+        report_training(cfg.task, cfg.attn, cfg.block_size, dir, &res);
+    return code;
+}
 
 static int cmd_train(int argc, char **argv)
 {
@@ -53,6 +108,8 @@ static int cmd_train(int argc, char **argv)
     int rc = parse_opts(c, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if (find_opt(c, "resume")->set)
+        return train_resume(c);
     char err[BA_ERR_LEN];
     ba_task task;
     ba_attn attn;
@@ -105,10 +162,7 @@ static int cmd_train(int argc, char **argv)
     ba_dataset_free(data);
     if (code)
         return code;
-    printf("%s %s T=%d: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(task),
-           ba_attn_name(attn), T, res.steps, res.train_s, res.steps / fmax(res.train_s, 1e-9));
-    print_eval(stdout, "final", task, &res.final);
-    printf("checkpoint: %s/model.safetensors\n", outdir);
+    report_training(task, attn, T, outdir, &res);
     return 0;
 }
 

@@ -30,10 +30,11 @@ typedef struct {
 
 typedef struct {
     long steps, warmup;
-    int batch, eval_every, eval_items, log_every;
+    int batch, eval_every, eval_items, log_every, save_every;
     double lr, min_lr_frac, j_init_std;
     uint64_t seed;
     ba_adamw opt;
+    int resume; /* continue from outdir/state.safetensors */
 } train_settings;
 
 /* Options: parse_opts returns -1 after printing --help, 0 on success, else
@@ -76,14 +77,22 @@ typedef struct {
  * after printing the problem. */
 int parse_shared_opts(const command *c, model_opts *m, train_settings *s);
 
-/* The training settings as a JSON object (malloc'd). */
+/* The training settings as a JSON object (malloc'd), and back: the
+ * reverse fills s and, if present, *data (malloc'd). */
 char *train_settings_json(const train_settings *s, const char *data);
+int train_settings_from_json(const char *json, train_settings *s, char **data, char *err);
+
+/* Reads the config and training settings of the run saved in
+ * dir/state.safetensors (for train --resume). *data is malloc'd or NULL. */
+int read_resume_info(const char *dir, ba_config *cfg, train_settings *s, char **data,
+                     char *err);
 int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_json, char *err);
 
 typedef struct {
     ba_eval_result final; /* evaluation on the whole validation/held-out set */
-    double train_s;       /* wall time of the optimisation steps */
-    long steps;
+    double train_s;       /* wall time of the optimisation steps of this call */
+    long steps;           /* steps the model has taken in all */
+    long steps_run;       /* steps taken by this call (fewer after a resume) */
 } train_outcome;
 
 /* Trains a fresh model of cfg on data into outdir (checkpoint, metrics.jsonl).

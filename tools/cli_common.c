@@ -287,12 +287,226 @@ char *train_settings_json(const train_settings *s, const char *data)
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
     cJSON_AddStringToObject(o, "seed", seed);
+    cJSON_AddNumberToObject(o, "eval_every", s->eval_every);
+    cJSON_AddNumberToObject(o, "eval_items", s->eval_items);
+    cJSON_AddNumberToObject(o, "log_every", s->log_every);
+    cJSON_AddNumberToObject(o, "save_every", s->save_every);
     cJSON_AddNumberToObject(o, "threads", threads_in_use());
     if (data)
         cJSON_AddStringToObject(o, "data", data);
     char *txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return txt;
+}
+
+int train_settings_from_json(const char *json, train_settings *s, char **data, char *err)
+{
+    cJSON *o = cJSON_Parse(json);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        snprintf(err, BA_ERR_LEN, "the saved training settings are not a JSON object");
+        return BA_ERR_FORMAT;
+    }
+    static const char *const keys[] = {"steps",  "batch",      "lr",        "min_lr",
+                                       "warmup", "weight_decay", "beta1",   "beta2",
+                                       "clip",   "j_init_std", "eval_every", "eval_items",
+                                       "log_every", "save_every"};
+    double v[14];
+    for (int i = 0; i < 14; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) {
+            snprintf(err, BA_ERR_LEN, "the saved training settings lack a number '%s'", keys[i]);
+            cJSON_Delete(o);
+            return BA_ERR_FORMAT;
+        }
+        v[i] = x->valuedouble;
+    }
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "data");
+    char *end = NULL;
+    unsigned long long sd = cJSON_IsString(seed) ? strtoull(seed->valuestring, &end, 10) : 0;
+    if (!cJSON_IsString(seed) || !end || *end || v[0] < 1 || v[1] < 1 || v[13] < 0 ||
+        v[10] < 0 || v[11] < 1 || v[12] < 1) {
+        snprintf(err, BA_ERR_LEN, "the saved training settings are out of range");
+        cJSON_Delete(o);
+        return BA_ERR_FORMAT;
+    }
+    memset(s, 0, sizeof *s);
+    s->steps = (long)v[0], s->batch = (int)v[1], s->lr = v[2];
+    s->min_lr_frac = v[2] > 0 ? v[3] / v[2] : 0.0;
+    s->warmup = (long)v[4];
+    s->opt = ba_adamw_default();
+    s->opt.weight_decay = v[5], s->opt.beta1 = v[6], s->opt.beta2 = v[7], s->opt.grad_clip = v[8];
+    s->j_init_std = v[9], s->eval_every = (int)v[10], s->eval_items = (int)v[11];
+    s->log_every = (int)v[12], s->save_every = (int)v[13], s->seed = sd;
+    if (data)
+        *data = cJSON_IsString(d) ? strdup(d->valuestring) : NULL;
+    cJSON_Delete(o);
+    return BA_OK;
+}
+
+/* ------------------------------------------------- resumable training state
+ * DIR/state.safetensors holds everything a run needs to continue exactly:
+ * parameters, both AdamW moments (flat F32, in parameter order), and in the
+ * metadata the config, the training settings, the step and the batch
+ * stream's RNG state. One file, replaced atomically, so parameters and
+ * optimiser state can never come from different steps. */
+
+_Static_assert(sizeof(ba_real) == sizeof(float), "the tool stores ba_real as F32");
+
+static int save_state(const char *dir, ba_model *m, long step, const ba_rng *data_rng,
+                      const char *train_json, char *err)
+{
+    char path[4096], stepbuf[32], rngbuf[80];
+    snprintf(path, sizeof path, "%s/state.safetensors", dir);
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    snprintf(rngbuf, sizeof rngbuf, "%016llx%016llx%016llx%016llx",
+             (unsigned long long)data_rng->s[0], (unsigned long long)data_rng->s[1],
+             (unsigned long long)data_rng->s[2], (unsigned long long)data_rng->s[3]);
+    char *cfg = ba_config_to_json(ba_model_config(m));
+    if (!cfg) {
+        snprintf(err, BA_ERR_LEN, "out of memory");
+        return BA_ERR_NOMEM;
+    }
+    int64_t P = (int64_t)ba_model_num_params(m);
+    ba_st_entry e[3] = {
+        {"params", BA_DT_F32, 1, {P}, ba_model_params(m)},
+        {"adam_m", BA_DT_F32, 1, {P}, ba_model_adam_m(m)},
+        {"adam_v", BA_DT_F32, 1, {P}, ba_model_adam_v(m)},
+    };
+    const char *keys[] = {"config", "train", "step", "data_rng"};
+    const char *vals[] = {cfg, train_json, stepbuf, rngbuf};
+    int rc = ba_st_write(path, e, 3, keys, vals, 4, err);
+    free(cfg);
+    return rc;
+}
+
+/* Opens dir/state.safetensors and checks its parts; *st is the caller's. */
+static int open_state(const char *dir, ba_st **st, char *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/state.safetensors", dir);
+    int rc = ba_st_read(st, path, err);
+    if (rc)
+        return rc;
+    if (!ba_st_metadata(*st, "config") || !ba_st_metadata(*st, "train") ||
+        !ba_st_metadata(*st, "step") || !ba_st_metadata(*st, "data_rng")) {
+        snprintf(err, BA_ERR_LEN, "%.200s lacks the metadata of a resumable state", path);
+        ba_st_free(*st);
+        *st = NULL;
+        return BA_ERR_FORMAT;
+    }
+    return BA_OK;
+}
+
+int read_resume_info(const char *dir, ba_config *cfg, train_settings *s, char **data,
+                     char *err)
+{
+    ba_st *st;
+    int rc = open_state(dir, &st, err);
+    if (rc)
+        return rc;
+    rc = ba_config_from_json(ba_st_metadata(st, "config"), cfg, err);
+    if (rc == BA_OK)
+        rc = train_settings_from_json(ba_st_metadata(st, "train"), s, data, err);
+    ba_st_free(st);
+    return rc;
+}
+
+/* Restores parameters, moments, step and batch stream from the state. */
+static int load_state(const char *dir, ba_model *m, long *step, ba_rng *data_rng, char *err)
+{
+    ba_st *st;
+    int rc = open_state(dir, &st, err);
+    if (rc)
+        return rc;
+    size_t P = ba_model_num_params(m);
+    const char *names[] = {"params", "adam_m", "adam_v"};
+    ba_real *dst[] = {ba_model_params(m), ba_model_adam_m(m), ba_model_adam_v(m)};
+    for (int i = 0; i < 3 && rc == BA_OK; i++) {
+        const ba_st_tensor *t = ba_st_find(st, names[i]);
+        if (!t || t->dtype != BA_DT_F32 || t->ndim != 1 || (size_t)t->shape[0] != P) {
+            snprintf(err, BA_ERR_LEN, "state tensor '%s' is missing or not F32 [%zu]", names[i], P);
+            rc = BA_ERR_FORMAT;
+            break;
+        }
+        memcpy(dst[i], t->data, sizeof(float) * P);
+        for (size_t j = 0; j < P && rc == BA_OK; j++)
+            if (!isfinite(dst[i][j])) {
+                snprintf(err, BA_ERR_LEN, "state tensor '%s' value [%zu] is not finite", names[i],
+                         j);
+                rc = BA_ERR_FORMAT;
+            }
+    }
+    char *end;
+    const char *sv = ba_st_metadata(st, "step"), *rv = ba_st_metadata(st, "data_rng");
+    long stp = rc == BA_OK ? strtol(sv, &end, 10) : 0;
+    if (rc == BA_OK && (*end || stp < 0 || strlen(rv) != 64)) {
+        snprintf(err, BA_ERR_LEN, "the saved step or RNG state is malformed");
+        rc = BA_ERR_FORMAT;
+    }
+    for (int i = 0; rc == BA_OK && i < 4; i++) {
+        char part[17];
+        memcpy(part, rv + 16 * i, 16);
+        part[16] = '\0';
+        data_rng->s[i] = strtoull(part, &end, 16);
+        if (*end) {
+            snprintf(err, BA_ERR_LEN, "the saved RNG state is not hexadecimal");
+            rc = BA_ERR_FORMAT;
+        }
+    }
+    if (rc == BA_OK) {
+        *step = stp;
+        ba_model_set_step_count(m, stp);
+    }
+    ba_st_free(st);
+    return rc;
+}
+
+/* A save point: the checkpoint and the resumable state of this step. The
+ * metrics log is flushed first, so a resumed run finds every record up to
+ * the step it continues from. */
+static int save_point(const char *dir, ba_model *m, long step, const ba_rng *data_rng,
+                      const char *train_json, FILE *log, char *err)
+{
+    if (fflush(log) != 0 || fsync(fileno(log)) != 0) {
+        snprintf(err, BA_ERR_LEN, "cannot write %.200s/metrics.jsonl: %s", dir, strerror(errno));
+        return BA_ERR_IO;
+    }
+    int rc = save_state(dir, m, step, data_rng, train_json, err);
+    return rc ? rc : save_ckpt(dir, m, step, train_json, err);
+}
+
+/* Keeps the metrics log's records up to step (and the config record), so a
+ * resumed run does not repeat the steps its predecessor logged after its
+ * last saved state. */
+static int truncate_metrics(const char *path, long step)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char *keep = NULL, *line = NULL;
+    size_t klen = 0, cap = 0;
+    FILE *mem = open_memstream(&keep, &klen);
+    ssize_t len;
+    while (mem && (len = getline(&line, &cap, f)) > 0) {
+        if (line[len - 1] != '\n')
+            break; /* a record torn by the kill */
+        const char *sp = strstr(line, "\"step\":");
+        if (!sp || strtol(sp + 7, NULL, 10) <= step)
+            fputs(line, mem);
+    }
+    free(line);
+    fclose(f);
+    if (!mem)
+        return -1;
+    fclose(mem);
+    f = fopen(path, "w");
+    int rc = f && fwrite(keep, 1, klen, f) == klen ? 0 : -1;
+    if (f)
+        fclose(f);
+    free(keep);
+    return rc;
 }
 
 int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_json,
@@ -334,6 +548,10 @@ int parse_shared_opts(const command *c, model_opts *m, train_settings *s)
     s->eval_every = (int)(s->steps / 10 > 0 ? s->steps / 10 : s->steps);
     if (find_opt(c, "eval-every")->set &&
         (rc = get_int(c, "eval-every", 0, INT_MAX, &s->eval_every)))
+        return rc;
+    s->save_every = s->eval_every > 0 ? s->eval_every : (int)(s->steps / 10 > 0 ? s->steps / 10 : s->steps);
+    if (find_opt(c, "save-every")->set &&
+        (rc = get_int(c, "save-every", 0, INT_MAX, &s->save_every)))
         return rc;
     if (find_opt(c, "threads")->set && (rc = get_int(c, "threads", 1, 1024, &threads)))
         return rc;
@@ -415,9 +633,21 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     ba_rng data_rng;
     ba_rng_seed(&data_rng, s->seed ^ 0x5eedda7a5eedda7aULL);
 
+    long start_step = 0;
+    if (s->resume && (st = load_state(outdir, m, &start_step, &data_rng, err))) {
+        ba_model_free(m);
+        unlink(lock);
+        return fail_lib(cmd, st, err, input_status(st));
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", outdir);
-    FILE *log = fopen(path, "w");
+    if (s->resume && truncate_metrics(path, start_step)) {
+        fprintf(stderr, "%s %s: cannot rewrite %s: %s\n", prog, cmd, path, strerror(errno));
+        ba_model_free(m);
+        unlink(lock);
+        return 1;
+    }
+    FILE *log = fopen(path, s->resume ? "a" : "w");
     if (!log) {
         fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(errno));
         ba_model_free(m);
@@ -426,8 +656,11 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     }
     char *cfg_json = ba_config_to_json(cfg);
     char *train_json = train_settings_json(s, task == BA_TASK_CHARLM ? data_path : NULL);
-    fprintf(log, "{\"event\":\"config\",\"config\":%s,\"train\":%s,\"params\":%zu}\n", cfg_json,
-            train_json, ba_model_num_params(m));
+    if (s->resume)
+        fprintf(log, "{\"event\":\"resume\",\"step\":%ld}\n", start_step);
+    else
+        fprintf(log, "{\"event\":\"config\",\"config\":%s,\"train\":%s,\"params\":%zu}\n",
+                cfg_json, train_json, ba_model_num_params(m));
     fflush(log);
     /* From here on every exit goes through `done`, which restores these. */
     struct sigaction sa, old_int, old_term;
@@ -469,8 +702,10 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         goto done;
     }
     double t0 = now_s(), tlast = t0, ema_loss = NAN;
-    long last_step = 0;
-    for (long step = 0; step < s->steps; step++) {
+    long last_step = start_step;
+    if (!quiet && s->resume)
+        fprintf(stderr, "resuming at step %ld of %ld\n", start_step, s->steps);
+    for (long step = start_step; step < s->steps; step++) {
         double lr = ba_lr_schedule(step, s->steps, s->warmup, s->lr, s->lr * s->min_lr_frac);
         double loss, gnorm;
         ba_dataset_train_batch(data, &data_rng, s->batch, in, tg);
@@ -487,7 +722,7 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         ema_loss = isnan(ema_loss) ? loss : 0.9 * ema_loss + 0.1 * loss;
         long done_steps = step + 1;
         double t = now_s();
-        double sps = done_steps / fmax(t - t0, 1e-9);
+        double sps = (done_steps - start_step) / fmax(t - t0, 1e-9);
         if (done_steps % s->log_every == 0 || done_steps == s->steps)
             fprintf(log,
                     "{\"event\":\"train\",\"step\":%ld,\"loss\":%.6f,\"lr\":%.6g,"
@@ -520,17 +755,18 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                 snprintf(label, sizeof label, "step %ld (%d items)", done_steps, r.n_items);
                 print_eval(stderr, label, task, &r);
             }
-            if ((st = save_ckpt(outdir, m, done_steps, train_json, err))) {
-                fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
-                code = 1;
-                goto done;
-            }
         }
         last_step = done_steps;
+        if (s->save_every > 0 && done_steps % s->save_every == 0 && done_steps < s->steps &&
+            (st = save_point(outdir, m, done_steps, &data_rng, train_json, log, err))) {
+            fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
+            code = 1;
+            goto done;
+        }
         if (stop_signal) {
             if (tty)
                 fprintf(stderr, "\n");
-            if ((st = save_ckpt(outdir, m, done_steps, train_json, err)))
+            if ((st = save_point(outdir, m, done_steps, &data_rng, train_json, log, err)))
                 fprintf(stderr, "%s %s: interrupted at step %ld, and the checkpoint could not "
                                 "be saved: %s\n", prog, cmd, done_steps, err);
             else
@@ -555,8 +791,8 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
             "\"val_acc\":%.6f,\"items\":%d,\"targets\":%ld,\"train_s\":%.3f,"
             "\"steps_per_s\":%.4f}\n",
             last_step, r.loss, r.ppl, r.accuracy, r.n_items, r.n_targets, train_s,
-            last_step / fmax(train_s, 1e-9));
-    if ((st = save_ckpt(outdir, m, last_step, train_json, err))) {
+            (last_step - start_step) / fmax(train_s, 1e-9));
+    if ((st = save_point(outdir, m, last_step, &data_rng, train_json, log, err))) {
         fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
         code = 1;
         goto done;
@@ -565,6 +801,7 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         out->final = r;
         out->train_s = train_s;
         out->steps = last_step;
+        out->steps_run = last_step - start_step;
     }
 done:
     sigaction(SIGINT, &old_int, NULL);
