@@ -36,6 +36,17 @@ static inline int ba_thread_id(void)
 #endif
 }
 
+/* 64-bit FNV-1a of n bytes, continuing from h (start with BA_FNV_INIT):
+ * the checkpoints' checksum. */
+#define BA_FNV_INIT 0xcbf29ce484222325ULL
+static inline uint64_t ba_fnv1a64(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
 /* Overflow-checked size arithmetic: 0 on success, 1 on overflow. */
 static inline int ba_mul_size(size_t a, size_t b, size_t *out)
 {

@@ -1081,6 +1081,19 @@ static int save_model_values(const char *path, const ba_model *m, const ba_real 
         for (int i = 0; i < n_lead; i++)
             entries[i] = lead[i];
         rc = model_entries(m, src, dst, infos, entries + n_lead, check_finite, what, err);
+        /* A checkpoint (check_finite) carries the checksum of its tensor
+         * data, in tensor order, as the last metadata entry; the caller's
+         * arrays have room for it. */
+        char sum[32];
+        if (rc == BA_OK && check_finite) {
+            uint64_t h = BA_FNV_INIT;
+            for (int i = 0; i < nt; i++)
+                h = ba_fnv1a64(h, dst + infos[i].offset, infos[i].size * sizeof(float));
+            snprintf(sum, sizeof sum, "fnv1a64:%016llx", (unsigned long long)h);
+            ((const char **)meta_keys)[n_meta] = "checksum";
+            ((const char **)meta_vals)[n_meta] = sum;
+            n_meta++;
+        }
         if (rc == BA_OK)
             rc = ba_st_write(path, entries, nt + n_lead, meta_keys, meta_vals, n_meta, err);
     }
@@ -1099,11 +1112,13 @@ int ba_checkpoint_save(const char *path, const ba_model *m, const char *const *m
         return ba_fail(err, BA_ERR_ARG,
                        "ba_checkpoint_save: %d metadata pairs without key/value arrays", n_meta);
     for (int i = 0; i < n_meta; i++)
-        if (meta_keys[i] && strcmp(meta_keys[i], "config") == 0)
-            return ba_fail(err, BA_ERR_ARG, "metadata key 'config' is reserved for the model config");
+        if (meta_keys[i] && (strcmp(meta_keys[i], "config") == 0 ||
+                             strcmp(meta_keys[i], "checksum") == 0))
+            return ba_fail(err, BA_ERR_ARG, "metadata key '%s' is reserved", meta_keys[i]);
     char *cfg = ba_config_to_json(ba_model_config(m));
-    const char **keys = malloc(((size_t)n_meta + 1) * sizeof *keys);
-    const char **vals = malloc(((size_t)n_meta + 1) * sizeof *vals);
+    /* room for config, the caller's pairs and the checksum */
+    const char **keys = malloc(((size_t)n_meta + 2) * sizeof *keys);
+    const char **vals = malloc(((size_t)n_meta + 2) * sizeof *vals);
     int rc;
     if (!cfg || !keys || !vals) {
         rc = ba_fail(err, BA_ERR_NOMEM, "cannot build the checkpoint metadata");
@@ -1193,6 +1208,23 @@ static int load_checkpoint(const ba_st *st, ba_model **out, char *err)
             rc = ba_fail(err, BA_ERR_FORMAT, "tensor '%s' is missing from the file", infos[i].name);
         else
             rc = load_tensor(ft, &infos[i], params, err);
+    }
+    /* The checksum, when the file has one (files from other writers may
+     * not), covers the tensor data in the model's order. */
+    const char *sum = ba_st_metadata(st, "checksum");
+    if (rc == BA_OK && sum) {
+        uint64_t h = BA_FNV_INIT;
+        for (int i = 0; i < nt; i++) {
+            const ba_st_tensor *ft = ba_st_find(st, infos[i].name);
+            h = ba_fnv1a64(h, ft->data, ft->nbytes);
+        }
+        char want[32];
+        snprintf(want, sizeof want, "fnv1a64:%016llx", (unsigned long long)h);
+        if (strcmp(sum, want) != 0)
+            rc = ba_fail(err, BA_ERR_FORMAT,
+                         "checksum mismatch: the file says %.40s but its tensor data gives %s "
+                         "(the data is corrupt)",
+                         sum, want);
     }
     /* Every model tensor was found and file names are unique, so any
      * further file tensor is one the model does not have. */

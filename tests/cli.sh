@@ -70,6 +70,13 @@ eval_acc=$("$BIN" eval --ckpt "$TMP/br/model.safetensors" 2>/dev/null |
 if [ -n "$train_acc" ] && [ "$train_acc" = "$eval_acc" ]; then ok; else
     bad "eval accuracy '$eval_acc' differs from train's '$train_acc'"; fi
 
+# --- a corrupted tensor byte (still a finite value) is caught by the checksum
+cp "$TMP/br/model.safetensors" "$TMP/flip.safetensors"
+size=$(stat -c %s "$TMP/flip.safetensors")
+byte=$(od -An -tu1 -j $((size - 3)) -N1 "$TMP/flip.safetensors" | tr -d ' ')
+printf "$(printf '\\%03o' $((byte ^ 1)))" | dd of="$TMP/flip.safetensors" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
+expect 2 "checksum mismatch" -- "$BIN" eval --ckpt "$TMP/flip.safetensors"
+
 # --- batch and grads
 expect 0 "wrote 4 x 6 batch" -- "$BIN" batch --ckpt "$TMP/br/model.safetensors" --size 4 --out "$TMP/b.safetensors"
 expect 0 "gradients of" -- "$BIN" grads --ckpt "$TMP/br/model.safetensors" --batch "$TMP/b.safetensors" --out "$TMP/g.safetensors"
