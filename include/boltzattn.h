@@ -158,6 +158,10 @@ ba_config ba_config_default(ba_task task, ba_attn attn, int block_size);
  * (BA_ERR_LIMIT). */
 int ba_config_validate(const ba_config *cfg, char *err);
 
+/* Number of parameters a model of cfg has (0 if cfg is invalid), without
+ * allocating it. */
+size_t ba_config_num_params(const ba_config *cfg);
+
 /* ------------------------------------------------------------- model */
 
 typedef struct ba_model ba_model;

@@ -1184,6 +1184,19 @@ static int load_checkpoint(const ba_st *st, ba_model **out, char *err)
     int rc = ba_config_from_json(cj, &cfg, why);
     if (rc != BA_OK)
         return ba_fail(err, rc, "checkpoint config: %s", why);
+    /* A small file must not make us allocate a large model: the config's
+     * parameters have to be (nearly) in the file before any memory is taken.
+     * The 1 MiB of slack leaves small mismatches (a missing bias) to the
+     * precise per-tensor checks below; the model's allocation stays bounded
+     * by the file's size. */
+    size_t need = ba_config_num_params(&cfg), have = 0;
+    for (int i = 0; i < st->n; i++)
+        have += st->t[i].nbytes;
+    if (need > (have + ((size_t)1 << 20)) / sizeof(float))
+        return ba_fail(err, BA_ERR_FORMAT,
+                       "checkpoint config describes %zu parameters (%zu bytes as F32) but the "
+                       "file holds only %zu bytes of tensor data",
+                       need, need * sizeof(float), have);
     ba_model *m;
     if ((rc = ba_model_init(&m, &cfg, why)) != BA_OK)
         return ba_fail(err, rc, "checkpoint config: %s", why);

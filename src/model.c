@@ -141,6 +141,17 @@ static void gact_sizes(const ba_config *c, size_t BT, size_t *sz)
 
 static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info);
 
+size_t ba_config_num_params(const ba_config *cfg)
+{
+    if (ba_config_validate(cfg, NULL) != BA_OK)
+        return 0;
+    size_t sz[NUM_P], n = 0;
+    param_sizes(cfg, sz);
+    for (int i = 0; i < NUM_P; i++)
+        n += sz[i];
+    return n;
+}
+
 int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
 {
     int rc = ba_config_validate(cfg, err);

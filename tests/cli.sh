@@ -77,6 +77,10 @@ byte=$(od -An -tu1 -j $((size - 3)) -N1 "$TMP/flip.safetensors" | tr -d ' ')
 printf "$(printf '\\%03o' $((byte ^ 1)))" | dd of="$TMP/flip.safetensors" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
 expect 2 "checksum mismatch" -- "$BIN" eval --ckpt "$TMP/flip.safetensors"
 
+# --- fuzzer find: a tiny file whose config describes a huge model is refused
+#     before anything is allocated
+expect 2 "file holds only" -- "$BIN" eval --ckpt "$(dirname "$0")/fuzz/crashes/checkpoint-oom-config-only.safetensors"
+
 # --- batch and grads
 expect 0 "wrote 4 x 6 batch" -- "$BIN" batch --ckpt "$TMP/br/model.safetensors" --size 4 --out "$TMP/b.safetensors"
 expect 0 "gradients of" -- "$BIN" grads --ckpt "$TMP/br/model.safetensors" --batch "$TMP/b.safetensors" --out "$TMP/g.safetensors"

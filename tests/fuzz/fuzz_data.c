@@ -1,0 +1,89 @@
+/* libFuzzer target: charlm text files.
+ *
+ * The input is written to a temporary file and read with ba_dataset_charlm
+ * at T = 4, once with the file's own vocabulary (vocab NULL) and once with
+ * a fixed small one. A dataset that loads gives one training batch drawn
+ * with a fixed rng and every evaluation item; every id must lie inside the
+ * dataset's vocabulary.
+ *
+ * Build and run: bash tests/fuzz/run.sh [SECONDS] */
+#include "boltzattn.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FUZZ_T 4
+#define FUZZ_B 3
+
+static void write_temp(const uint8_t *data, size_t size, char *path)
+{
+    strcpy(path, "/tmp/ba_fuzz_XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        perror("mkstemp");
+        abort();
+    }
+    size_t done = 0;
+    while (done < size) {
+        ssize_t w = write(fd, data + done, size - done);
+        if (w <= 0) {
+            perror("write");
+            abort();
+        }
+        done += (size_t)w;
+    }
+    close(fd);
+}
+
+static void check_ids(const int *x, int n, int V)
+{
+    for (int i = 0; i < n; i++)
+        if (x[i] < 0 || x[i] >= V)
+            __builtin_trap();
+}
+
+static void exercise(const char *path, const uint8_t *vocab, int vocab_size)
+{
+    char err[BA_ERR_LEN];
+    ba_dataset *d = NULL;
+    if (ba_dataset_charlm(&d, path, vocab, vocab_size, FUZZ_T, err) != BA_OK) {
+        if (d)
+            __builtin_trap(); /* a failed load must leave *out NULL */
+        return;
+    }
+    int V = ba_dataset_vocab_size(d);
+    if (ba_dataset_task(d) != BA_TASK_CHARLM || ba_dataset_block_size(d) != FUZZ_T || V < 1 ||
+        V > 256 || (vocab && V != vocab_size))
+        __builtin_trap();
+    int in[FUZZ_B * FUZZ_T], tg[FUZZ_B * FUZZ_T];
+    ba_rng rng;
+    ba_rng_seed(&rng, 12345);
+    ba_dataset_train_batch(d, &rng, FUZZ_B, in, tg);
+    check_ids(in, FUZZ_B * FUZZ_T, V);
+    check_ids(tg, FUZZ_B * FUZZ_T, V);
+    int n = ba_dataset_num_eval(d);
+    if (n < 1)
+        __builtin_trap();
+    for (int i = 0; i < n; i++) {
+        ba_dataset_eval_item(d, i, in, tg);
+        check_ids(in, FUZZ_T, V);
+        check_ids(tg, FUZZ_T, V);
+    }
+    uint64_t ntrain, neval;
+    ba_dataset_sizes(d, &ntrain, &neval);
+    ba_dataset_free(d);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const uint8_t vocab[] = "\n !',.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    char path[32];
+    write_temp(data, size, path);
+    exercise(path, NULL, 0);
+    exercise(path, vocab, (int)(sizeof vocab - 1));
+    unlink(path);
+    return 0;
+}
