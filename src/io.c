@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 /* The on-disk formats are little-endian IEEE 754 and the code below moves
@@ -706,7 +707,7 @@ static int check_entries(const ba_st_entry *entries, int n, const char *const *m
     return rc;
 }
 
-/* Writes the bytes of a file to path via path.tmp and a rename, so an
+/* Writes the bytes of a file to path via path.tmp, fsync and a rename, so an
  * interrupted save never leaves a half-written file under path. */
 static int write_file(const char *path, const unsigned char *head, size_t head_len,
                       const ba_st_entry *entries, const size_t *sizes, int n, char *err)
@@ -726,6 +727,9 @@ static int write_file(const char *path, const unsigned char *head, size_t head_l
     int ok = fwrite(head, 1, head_len, f) == head_len;
     for (int i = 0; ok && i < n; i++)
         ok = sizes[i] == 0 || fwrite(entries[i].data, 1, sizes[i], f) == sizes[i];
+    /* on the disk before the rename makes it the file, so a crash of the
+     * machine cannot leave a renamed but empty file */
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int e = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
