@@ -10,6 +10,7 @@
  *
  * Build and run: bash tests/fuzz/run.sh [SECONDS] */
 #include "boltzattn.h"
+#include "fuzz_common.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -19,26 +20,6 @@
 
 /* Writes data to a new file under /tmp; its path goes into path (which
  * must hold 32 bytes). Aborts on failure: the harness cannot go on. */
-static void write_temp(const uint8_t *data, size_t size, char *path)
-{
-    strcpy(path, "/tmp/ba_fuzz_XXXXXX");
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        perror("mkstemp");
-        abort();
-    }
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = write(fd, data + done, size - done);
-        if (w <= 0) {
-            perror("write");
-            abort();
-        }
-        done += (size_t)w;
-    }
-    close(fd);
-}
-
 /* Tensor bytes are summed into this so the reads are not optimised away. */
 static volatile unsigned sink;
 

@@ -8,6 +8,7 @@
  *
  * Build and run: bash tests/fuzz/run.sh [SECONDS] */
 #include "boltzattn.h"
+#include "fuzz_common.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,26 +18,6 @@
 
 #define FUZZ_T 4
 #define FUZZ_B 3
-
-static void write_temp(const uint8_t *data, size_t size, char *path)
-{
-    strcpy(path, "/tmp/ba_fuzz_XXXXXX");
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        perror("mkstemp");
-        abort();
-    }
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = write(fd, data + done, size - done);
-        if (w <= 0) {
-            perror("write");
-            abort();
-        }
-        done += (size_t)w;
-    }
-    close(fd);
-}
 
 static void check_ids(const int *x, int n, int V)
 {
