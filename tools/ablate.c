@@ -41,6 +41,7 @@ static opt ablate_opts[] = {
     {"eval-every", "N", "steps/10", "validate every N steps (learning curves)", 0, 0},
     {"save-every", "N", "as --eval-every", "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},
     {"eval-items", "N", "512", "items in periodic validation", 0, 0},
+    {"log-every", "N", "10", "write a training record to each run's metrics.jsonl every N steps", 0, 0},
     {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
     {"out", "DIR", NULL, "grid directory (required); finished cells there are kept", 0, 0},
     {"summary-only", NULL, NULL, "train nothing: rewrite results and summary from DIR", 0, 0},
@@ -434,7 +435,8 @@ int cmd_ablate(int argc, char **argv)
         (rc = parse_int_list(c->cmd, "T", get_str(c, "T"), 1, BA_MAX_BLOCK, g.T, &g.nT)) ||
         (rc = parse_int_list(c->cmd, "embd", get_str(c, "embd"), 1, 8192, g.C, &g.nC)) ||
         (rc = get_int(c, "seeds", 1, 1000, &g.nseeds)) ||
-        (rc = get_long(c, "seed0", 0, LONG_MAX, &seed0)))
+        (rc = get_long(c, "seed0", 0, LONG_MAX, &seed0)) ||
+        (rc = get_int(c, "log-every", 1, INT_MAX, &s.log_every)))
         return rc;
     g.seed0 = (uint64_t)seed0;
     ba_engine engine = mo.engine;
