@@ -10,7 +10,7 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build test test-release test-asan run data bench reproduce clean help
+.PHONY: all deps build test test-release test-asan run data bench reproduce results-doc clean help
 PRESET     ?= quick
 
 all: build
@@ -20,6 +20,7 @@ help:
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
 	@echo "make reproduce PRESET=quick|full   the paper's comparisons (results/PRESET/report.md)"
+	@echo "make results-doc   regenerate docs/results.md from docs/results-full (no training)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 
@@ -79,6 +80,12 @@ data/tinyshakespeare.txt:
 # The paper's comparisons: PRESET=quick (about 15 minutes) or full (hours).
 reproduce: build
 	bash tools/reproduce.sh $(PRESET) $(BIN)
+
+# docs/results.md from the committed full grid (docs/results-full): summaries,
+# plots and the report are regenerated; nothing is trained.
+results-doc: build
+	SUMMARY_ONLY=1 OUT=docs/results-full bash tools/reproduce.sh full $(BIN)
+	bash tools/report.sh docs/results-full full results-full/ $(BIN) > docs/results.md
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

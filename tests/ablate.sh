@@ -19,6 +19,14 @@ check "csv header" 'head -1 "$G/results.csv" | grep -q "^task,variant,T,C,ffn,se
 check "summary has both variants" 'grep -q "| softmax | 2 |" "$G/summary.md" && grep -q "| boltzmann | 2 |" "$G/summary.md"'
 check "summary names held-out size" 'grep -q "Held-out set: 4 sequences" "$G/summary.md"'
 check "json has 4 runs" '[ "$(grep -c "\"variant\"" "$G/results.json")" = 4 ]'
+check "effects.csv: header and one row per variant" '[ "$(head -1 "$G/effects.csv")" = "task,T,C,ffn,variant,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper" ] && [ "$(tail -n +2 "$G/effects.csv" | wc -l)" = 2 ]'
+check "effects.csv: softmax has no effect, boltzmann two pairs" 'grep -q "^brackets,6,8,1,softmax,2,2,[0-9.]*,[0-9.e-]*,0,,,,points,$" "$G/effects.csv" && grep -q "^brackets,6,8,1,boltzmann,2,2,.*,2,[-0-9.e]*,[-0-9.e]*,[-0-9.e]*,points,$" "$G/effects.csv"'
+# the report is generated from these files
+mkdir -p "$TMP/rep" && cp -r "$G" "$TMP/rep/brackets"
+bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report.md" 2>"$TMP/report.err"
+check "report generated" '[ $? = 0 ] && [ ! -s "$TMP/report.err" ]'
+check "report has the verdict row" 'grep -q "^| brackets | 6 | 8 | yes | boltzmann | 2/2 | .* |  | " "$TMP/report.md"'
+check "report has the convergence table" 'grep -q "^| 6 | 8 | yes | 4 | " "$TMP/report.md"'
 cp "$G/results.csv" "$TMP/before.csv"
 
 # interrupt: one run lost its result (as if killed before writing it)
@@ -40,6 +48,19 @@ check "summary-only exits 0" '[ $? = 0 ]'
 check "3 rows after removal" '[ "$(tail -n +2 "$G/results.csv" | wc -l)" = 3 ]'
 check "missing seed marked" 'grep -q "| boltzmann | 1 of 2 (missing seeds 2) |" "$G/summary.md"'
 check "effect from one pair has no interval" 'grep -q "one pair, no interval" "$G/summary.md"'
+
+# a cell stopped mid-run (SIGTERM: it saves and exits 1) continues from its
+# save point and ends exactly where an uninterrupted run ends
+L=(--task brackets --attn softmax --T 6 --embd 8 --seeds 1 --steps 6000 --batch 16 --eval-every 0 --save-every 100)
+timeout --preserve-status -s TERM 0.5 "$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err3"
+check "stopped cell exits 1" '[ $? = 1 ]'
+check "stopped cell left a state" '[ -f "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/state.safetensors" ]'
+"$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err4"
+check "continued cell exits 0" '[ $? = 0 ]'
+check "cell continues from its save point" 'grep -q "brackets-T6-C8-ffn1-softmax-s1 continues from its last save point" "$TMP/err4"'
+"$BIN" ablate "${L[@]}" --out "$TMP/whole" >/dev/null 2>&1
+check "continued cell equals an uninterrupted one" 'diff <(cut -d, -f1-14 "$TMP/long/results.csv") <(cut -d, -f1-14 "$TMP/whole/results.csv") >/dev/null'
+check "continued model is bit-identical" 'cmp -s "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors" "$TMP/whole/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors"'
 
 # bad usage
 "$BIN" ablate --task brackets >/dev/null 2>&1

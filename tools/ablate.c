@@ -195,6 +195,35 @@ static int save_cell(const grid *g, const cell *c, char *err)
     return rc;
 }
 
+static int same_double(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(a); }
+
+/* A cell interrupted mid-run left its last save point in its directory: it
+ * continues from there (bit-identical to an uninterrupted run) when it was
+ * started with exactly this model and these settings; otherwise it starts
+ * over. Long cells (T = 20 and up) then survive a stopped grid. */
+static int can_resume(const char *rundir, const ba_config *cfg, const train_settings *s)
+{
+    char err[BA_ERR_LEN], *data = NULL;
+    ba_config sc;
+    train_settings ss;
+    if (read_resume_info(rundir, &sc, &ss, &data, err) != BA_OK)
+        return 0;
+    free(data);
+    char *a = ba_config_to_json(&sc), *b = ba_config_to_json(cfg);
+    int same = a && b && strcmp(a, b) == 0;
+    free(a), free(b);
+    same = same && ss.steps == s->steps && ss.warmup == s->warmup && ss.batch == s->batch &&
+           ss.eval_every == s->eval_every && ss.eval_items == s->eval_items &&
+           ss.log_every == s->log_every && ss.save_every == s->save_every &&
+           ss.seed == s->seed && same_double(ss.lr, s->lr) &&
+           same_double(ss.lr * ss.min_lr_frac, s->lr * s->min_lr_frac) &&
+           same_double(ss.j_init_std, s->j_init_std) &&
+           same_double(ss.opt.weight_decay, s->opt.weight_decay) &&
+           same_double(ss.opt.beta1, s->opt.beta1) && same_double(ss.opt.beta2, s->opt.beta2) &&
+           same_double(ss.opt.grad_clip, s->opt.grad_clip);
+    return same;
+}
+
 /* ----------------------------------------------------------- summary */
 
 /* The paper's numbers (spec section 1) for a group, or NULL. */
@@ -235,8 +264,11 @@ static double effect(const grid *g, const cell *v, const cell *s)
     return 100.0 * (v->value - s->value);
 }
 
-static void write_summary(const grid *g, FILE *f)
+/* summary.md into f and, for scripts (tools/report.sh), the same numbers
+ * into ef as effects.csv: one row per (T, C, ffn, variant). */
+static void write_summary(const grid *g, FILE *f, FILE *ef)
 {
+    fprintf(ef, "task,T,C,ffn,variant,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper\n");
     int bt = g->task == BA_TASK_BRACKETS;
     int done = 0;
     for (int i = 0; i < g->ncells; i++)
@@ -323,6 +355,28 @@ static void write_summary(const grid *g, FILE *f)
                     const char *paper = paper_number(g->task, g->attn[a], T, ffn);
                     fprintf(f, "| %s | %s | %s | %s | %s |\n", ba_attn_name(g->attn[a]), runs,
                             val, eff, paper ? paper : "");
+                    /* empty fields where a value does not exist */
+                    fprintf(ef, "%s,%d,%d,%d,%s,%d,%d,", ba_task_name(g->task), T, C, ffn,
+                            ba_attn_name(g->attn[a]), n, g->nseeds);
+                    if (n > 0)
+                        fprintf(ef, "%.6g,", m.mean);
+                    else
+                        fprintf(ef, ",");
+                    if (n > 1)
+                        fprintf(ef, "%.6g,", m.sd);
+                    else
+                        fprintf(ef, ",");
+                    fprintf(ef, "%d,", np);
+                    if (np > 0)
+                        fprintf(ef, "%.6g,", d.mean);
+                    else
+                        fprintf(ef, ",");
+                    if (np > 1)
+                        fprintf(ef, "%.6g,%.6g,", d.mean - d.ci95, d.mean + d.ci95);
+                    else
+                        fprintf(ef, ",,");
+                    fprintf(ef, "%s,%s\n", g->task == BA_TASK_CHARLM ? "percent" : "points",
+                            paper ? paper : "");
                 }
                 fprintf(f, "\n");
             }
@@ -379,19 +433,28 @@ static int write_outputs(const grid *g, char *err)
     free(js);
     if (rc)
         return rc;
-    /* summary.md */
-    char *buf = NULL;
-    size_t blen = 0;
-    FILE *mem = open_memstream(&buf, &blen);
-    if (!mem) {
+    /* summary.md and effects.csv */
+    char *buf = NULL, *ebuf = NULL;
+    size_t blen = 0, elen = 0;
+    FILE *mem = open_memstream(&buf, &blen), *emem = open_memstream(&ebuf, &elen);
+    if (!mem || !emem) {
+        if (mem)
+            fclose(mem);
+        if (emem)
+            fclose(emem);
+        free(buf), free(ebuf);
         snprintf(err, BA_ERR_LEN, "out of memory");
         return -1;
     }
-    write_summary(g, mem);
+    write_summary(g, mem, emem);
     fclose(mem);
+    fclose(emem);
     snprintf(path, sizeof path, "%s/summary.md", g->dir);
     rc = write_atomic(path, buf, err);
-    free(buf);
+    snprintf(path, sizeof path, "%s/effects.csv", g->dir);
+    if (rc == 0)
+        rc = write_atomic(path, ebuf, err);
+    free(buf), free(ebuf);
     return rc;
 }
 
@@ -522,6 +585,9 @@ int cmd_ablate(int argc, char **argv)
             }
             train_settings si = s;
             si.seed = x->seed;
+            si.resume = can_resume(rundir, &cfg, &si);
+            if (si.resume)
+                fprintf(stderr, "%s continues from its last save point\n", name);
             train_outcome res;
             if ((code = run_training(c->cmd, &cfg, data, &si, rundir, data_path, 0, &res)))
                 break;

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Writes the results report of a reproduce output directory to stdout,
+# generated from its files (results.csv, summary.md, metrics logs, coupling
+# tables): no number in it is typed by hand. Works on a partial grid: the
+# summaries say which runs are missing.
+# usage: tools/report.sh OUT PRESET [LINK_PREFIX] [BIN]
+#   LINK_PREFIX is put before image paths (relative to OUT by default), so
+#   docs/results.md can link into docs/results-full/.
+set -euo pipefail
+OUT=${1:?usage: report.sh OUT PRESET [LINK_PREFIX] [BIN]}
+preset=${2:?usage: report.sh OUT PRESET [LINK_PREFIX] [BIN]}
+prefix=${3:-}
+BIN=${4:-build/boltzattn}
+
+# The lines of one "### heading" section of a summary.md (without the heading).
+section() {
+    awk -v h="### $2" '$0 == h {on = 1; next} on && /^##/ {exit} on {print}' "$1"
+}
+
+# Per (T, C, ffn) of a grid: how much the validation metric still moved late
+# in training: from the periodic evaluation nearest 70 % of the steps to the
+# last periodic one (the same items both times, from each run's
+# metrics.jsonl): charlm in % of perplexity, brackets in accuracy
+# points. Small numbers mean the curves are flat at the end.
+convergence() {
+    local grid=$1
+    for m in "$grid"/runs/*/metrics.jsonl; do
+        [ -f "$m" ] || continue
+        [ -f "$(dirname "$m")/result.json" ] || continue
+        name=$(basename "$(dirname "$m")")
+        awk -v name="$name" '
+            function num(key,   r) {
+                if (match($0, "\"" key "\":[-+0-9.eE]+")) {
+                    r = substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3)
+                    return r + 0
+                }
+                return "x"
+            }
+            /"event":"config"/ { steps = num("steps") }
+            /"event":"eval"/ { n++; st[n] = num("step"); ppl[n] = num("val_ppl"); acc[n] = num("val_acc") }
+            END {
+                if (n < 2 || steps == "x") exit
+                # the evaluation nearest to 70 % of the steps
+                best = 1
+                for (i = 1; i <= n; i++)
+                    if ((st[i] - 0.7 * steps) ^ 2 < (st[best] - 0.7 * steps) ^ 2) best = i
+                if (best == n) exit
+                split(name, p, "-")
+                if (p[1] == "charlm") d = 100 * (ppl[n] / ppl[best] - 1)
+                else d = 100 * (acc[n] - acc[best])
+                printf "%s %s %s %s %.4f %d %d\n", p[2], p[3], p[4], p[5], d, st[best], st[n]
+            }' "$m"
+    done | sort -k1.2,1n -k2.2b,2n -k3b,3 | awk -v task="$(basename "$grid")" '
+        {
+            key = $1 " " $2 " " $3
+            if (!(key in seen)) { seen[key] = 1; order[++k] = key }
+            n[key]++; s[key] += $5; a = $5 < 0 ? -$5 : $5
+            if (a > w[key]) { w[key] = a; wv[key] = $5 }
+            from[key] = $6; to[key] = $7
+        }
+        END {
+            if (k == 0) { print "(no finished runs with learning curves)"; exit }
+            unit = task ~ /^charlm/ ? "% of perplexity" : "accuracy points"
+            printf "| T | C | FFN | runs | mean change (%s) | largest change | steps compared |\n", unit
+            print "|---|---|---|---|---|---|---|"
+            for (i = 1; i <= k; i++) {
+                key = order[i]; split(key, p, " ")
+                printf "| %s | %s | %s | %d | %+.2f | %+.2f | %d -> %d |\n", substr(p[1], 2), substr(p[2], 2), p[3] == "ffn1" ? "yes" : "no", n[key], s[key] / n[key], wv[key], from[key], to[key]
+            }
+        }'
+}
+
+# The widest C of a width sweep at which no variant's mean accuracy reaches
+# 99 %, per FFN setting (brackets only), from results.csv.
+saturation() {
+    awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+        {k = $col["C"] "," $col["ffn"] "," $col["variant"]; s[k] += $col["value"]; n[k]++; cs[$col["C"]] = 1; fs[$col["ffn"]] = 1}
+        END {
+            print "| C | FFN | best variant mean (%) | saturated (>= 99 %) |"
+            print "|---|---|---|---|"
+            for (c in cs) for (f in fs) {
+                best = -1; bv = ""
+                for (k in s) { split(k, p, ","); if (p[1] == c && p[2] == f && s[k] / n[k] > best) { best = s[k] / n[k]; bv = p[3] } }
+                if (best >= 0) printf("%d|%s|%s|%.2f|%s\n", c, f, bv, 100 * best, (100 * best >= 99 ? "yes" : "no"))
+            }
+        }' "$1" | {
+        read -r h1; read -r h2; echo "$h1"; echo "$h2"
+        sort -t'|' -k1,1n -k2,2r | awk -F'|' '{printf "| %s | %s | %s %s | %s |\n", $1, $2 == 1 ? "yes" : "no", $4, "(" $3 ")", $5}'
+    }
+}
+
+# Every effect of a grid against softmax, with a verdict computed from its
+# confidence interval, from effects.csv (written by ablate).
+verdicts() {
+    awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+        $col["variant"] != "softmax" {
+            unit = $col["unit"] == "percent" ? " %" : ""
+            e = $col["effect"]; lo = $col["ci_lo"]; hi = $col["ci_hi"]
+            better = $col["unit"] == "percent" ? -1 : 1  # lower perplexity is better
+            if (e == "") { eff = "missing"; v = "not measured" }
+            else if (lo == "") { eff = sprintf("%+.2f%s (one pair)", e, unit); v = "too few seeds" }
+            else {
+                eff = sprintf("%+.2f%s [%+.2f, %+.2f]", e, unit, lo, hi)
+                if (lo > 0 || hi < 0) v = ((e * better > 0) ? "better than softmax" : "worse than softmax")
+                else v = "no resolved difference"
+            }
+            if ($col["paper"] != "") {
+                split($col["paper"], pp, " "); pv = pp[1] + 0
+                if (lo != "") v = v ((pv >= lo && pv <= hi) ? "; the paper'"'"'s value is inside the interval" : "; the paper'"'"'s value is outside the interval")
+            }
+            printf "| %s | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n", $col["task"], $col["T"], $col["C"], $col["ffn"] == 1 ? "yes" : "no", $col["variant"], $col["pairs"], $col["seeds"], eff, $col["paper"], v
+        }' "$1"
+}
+
+total_hours() {
+    cat "$OUT"/*/results.csv 2>/dev/null |
+        awk -F, '$1 == "task" {for (i = 1; i <= NF; i++) col[$i] = i; next} {s += $col["wall_s"]} END {printf "%.1f", s / 3600}'
+}
+
+echo "# Results: preset \`$preset\`"
+echo
+echo "Generated by \`tools/report.sh\` from the files under \`$OUT\` on $(date -u +%Y-%m-%d); nothing below is typed by hand."
+echo "The grids were run by \`make reproduce PRESET=$preset\` (\`tools/reproduce.sh $preset\`), which resumes an interrupted grid."
+echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; boltzattn $("$BIN" version 2>/dev/null | cut -d' ' -f2 || echo '?')."
+echo "Training time of the finished runs, summed: $(total_hours) hours (one thread each)."
+echo
+
+if [ "$preset" = full ]; then
+    echo "## Headline rows"
+    echo
+    for spec in "charlm|T = 12, C = ${LM_C:-32}, with FFN" \
+        "brackets|T = 16, C = ${BR_C:-4}, with FFN" "brackets|T = 16, C = ${BR_C:-4}, without FFN" \
+        "brackets|T = 20, C = ${BR_C:-4}, with FFN" "brackets|T = 20, C = ${BR_C:-4}, without FFN" \
+        "charlm|T = 20, C = ${LM_C:-32}, with FFN" \
+        "brackets-T24|T = 24, C = ${BR_C:-4}, with FFN" "brackets-T24|T = 24, C = ${BR_C:-4}, without FFN"; do
+        grid=${spec%%|*} head=${spec#*|}
+        [ -f "$OUT/$grid/summary.md" ] || continue
+        body=$(section "$OUT/$grid/summary.md" "$head")
+        [ -n "$body" ] || continue
+        echo "### $grid: $head"
+        echo "$body"
+        echo
+    done
+    echo "### Against the paper"
+    echo
+    echo "Every variant against softmax on the same seeds at the headline widths (effect: relative perplexity change, negative is better, for charlm; accuracy points for brackets; 95 % confidence interval over seeds). The verdict is read off the interval: 'better' or 'worse' only when it excludes zero."
+    echo
+    echo "| task | T | C | FFN | variant | pairs/seeds | effect [95 % CI] | paper | verdict |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for grid in charlm brackets brackets-T24; do
+        [ -f "$OUT/$grid/effects.csv" ] && verdicts "$OUT/$grid/effects.csv"
+    done
+    echo
+    if [ -f "$OUT/brackets-width/results.csv" ]; then
+        echo "### Where brackets saturate (T = 16, width sweep)"
+        echo
+        saturation "$OUT/brackets-width/results.csv"
+        echo
+    fi
+fi
+
+for d in "$OUT"/*/; do
+    [ -f "$d/summary.md" ] || continue
+    name=$(basename "$d")
+    echo "## $name"
+    echo
+    sed -e '1d' -e 's/^## /### /' "$d/summary.md"
+    echo
+    echo "#### Convergence"
+    echo
+    echo "Change of the validation metric late in training, between the periodic evaluations (same items) at the steps shown; near zero means the curves are flat:"
+    echo
+    convergence "${d%/}"
+    echo
+    for png in "$d"*.png "$d"couplings/*.png; do
+        [ -f "$png" ] && echo "![$(basename "$png")]($prefix${png#"$OUT"/})"
+    done
+    if [ -f "${d}couplings/distance.csv" ]; then
+        echo
+        echo "Mean coupling J by key distance d = k - j of run \`$(cat "${d}couplings/run.txt" 2>/dev/null)\` (all its layers and heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):"
+        echo
+        echo '| distance | mean J | sd |'
+        echo '|---|---|---|'
+        awk -F, '$1=="all" {printf "| %s | %+.4f | %.4f |\n", $3, $5, $6}' "${d}couplings/distance.csv"
+    fi
+    echo
+done
