@@ -979,6 +979,56 @@ static void test_determinism(void **state)
     }
 }
 
+/* ------------------------------------------------------- zero fields */
+
+/* h = NULL (the coupling variant) takes the symmetry path in the fast
+ * engine: logw exactly -log 2, and a backward without dh adds exactly
+ * nothing to dJ. The reference enumerates and must agree to rounding. */
+static void test_zero_fields(void **state)
+{
+    (void)state;
+    enum { B = 3, T = 12 };
+    ba_rng r;
+    ba_rng_seed(&r, 77);
+    double *J = xmalloc(T * T), *g = xmalloc(B * T * T);
+    double *lf = xmalloc(B * T * T), *lr = xmalloc(B * T * T);
+    double *dJf = xmalloc(T * T), *dJr = xmalloc(T * T);
+    for (int i = 0; i < T * T; i++)
+        J[i] = 10.0 * ba_rng_uniform(&r) - 5.0, dJf[i] = 0.25, dJr[i] = 0.25;
+    for (int i = 0; i < B * T * T; i++)
+        g[i] = ba_rng_normal(&r);
+    char err[BA_ERR_LEN];
+    assert_int_equal(ba_engine_forward(BA_ENGINE_FAST, B, T, NULL, J, T, lf, err), BA_OK);
+    assert_int_equal(ba_engine_forward(BA_ENGINE_REFERENCE, B, T, NULL, J, T, lr, err), BA_OK);
+    double worst = 0.0;
+    for (int q = 0; q < B * T; q++)
+        for (int j = 0; j < T; j++) {
+            double a = lf[q * T + j], b = lr[q * T + j];
+            if (j <= q % T) {
+                assert_true(a == -M_LN2);
+                worst = fmax(worst, fabs(a - b));
+            } else {
+                assert_true(isinf(a) && a < 0);
+            }
+        }
+    assert_true(worst < 1e-12);
+    assert_int_equal(ba_engine_backward(BA_ENGINE_FAST, B, T, NULL, J, T, g, NULL, dJf, err),
+                     BA_OK);
+    assert_int_equal(ba_engine_backward(BA_ENGINE_REFERENCE, B, T, NULL, J, T, g, NULL, dJr, err),
+                     BA_OK);
+    double wdj = 0.0;
+    for (int i = 0; i < T * T; i++) {
+        assert_true(dJf[i] == 0.25); /* exactly nothing added */
+        wdj = fmax(wdj, fabs(dJr[i] - 0.25));
+    }
+    /* the reference's dJ is rounding noise around the exact 0 */
+    assert_true(wdj < 1e-9);
+    print_message("zero fields: fast logw exactly -log 2, reference within %.1e; fast dJ exactly "
+                  "0, reference %.1e\n",
+                  worst, wdj);
+    free(J), free(g), free(lf), free(lr), free(dJf), free(dJr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -987,6 +1037,7 @@ int main(void)
         cmocka_unit_test(test_context),
         cmocka_unit_test(test_fallback),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_zero_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
