@@ -14,7 +14,7 @@ BIN=${4:-build/boltzattn}
 
 # The lines of one "### heading" section of a summary.md (without the heading).
 section() {
-    awk -v h="### $2" '$0 == h {on = 1; next} on && /^##/ {exit} on {print}' "$1"
+    awk -v h="## $2" '$0 == h {on = 1; next} on && /^##/ {exit} on {print}' "$1"
 }
 
 # Per (T, C, ffn) of a grid: how much the validation metric still moved late
