@@ -358,13 +358,17 @@ int ba_fit_beta(int n, const double *h, const double *J, int ldj, const double *
 
 typedef struct ba_dataset ba_dataset;
 
-/* charlm over any byte file. vocab == NULL: the vocabulary is the sorted
+/* charlm over a UTF-8 text file, modelled byte by byte (a multi-byte
+ * character is several tokens). vocab == NULL: the vocabulary is the sorted
  * distinct bytes of the file. Otherwise the file is encoded with the given
  * vocabulary (from a checkpoint) and a byte outside it is BA_ERR_FORMAT
  * naming the byte and its offset. First 90 % train, last 10 % validation.
  * block_size T: training windows are T+1 bytes; validation uses the
  * non-overlapping windows starting at 0, T, 2T, ... of the validation split.
- * Errors: BA_ERR_IO (file), BA_ERR_FORMAT (too small for T, bad byte). */
+ * Errors: BA_ERR_IO (file), BA_ERR_FORMAT (empty, too small for T, a NUL
+ * byte, invalid UTF-8: a stray continuation byte, an overlong form, a
+ * surrogate, a code point above U+10FFFF, a truncated sequence, a byte
+ * 0xF8-0xFF; the message names the offset and the problem). */
 int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
                       int vocab_size, int block_size, char *err);
 
