@@ -207,7 +207,9 @@ int ba_model_find_tensor(const ba_model *m, const char *name);
  * [0, i). On success *loss (may be NULL) is the mean cross-entropy over the
  * positions with a target (0 when there are none). Activations are kept for
  * ba_model_backward; buffers grow as needed. Errors: BA_ERR_ARG naming a bad
- * token, target or size; BA_ERR_NOMEM; BA_ERR_NUMERIC. */
+ * token, target or size; BA_ERR_NOMEM; BA_ERR_NUMERIC for a non-finite loss
+ * or attention input, naming the first tensor holding a non-finite value (a
+ * parameter, else the first activation in forward order). */
 int ba_model_forward(ba_model *m, const int *inputs, const int *targets,
                      int B, int T, double *loss, char *err);
 /* Logits of the last forward, (B,T,out_size); masked pointer positions
@@ -233,8 +235,10 @@ ba_adamw ba_adamw_default(void);
 
 /* One AdamW update with learning rate lr from the accumulated gradients,
  * after clipping their global norm. *grad_norm (may be NULL) gets the norm
- * before clipping. BA_ERR_NUMERIC (and no update) if a gradient is not
- * finite, naming the tensor. */
+ * before clipping. BA_ERR_NUMERIC (and no update at all) if a gradient is
+ * not finite, or if the update would make a parameter or an AdamW moment
+ * non-finite or too large for ba_real, naming the tensor: parameters and
+ * moments stay finite whatever the rate. */
 int ba_model_step(ba_model *m, const ba_adamw *opt, double lr,
                   double *grad_norm, char *err);
 /* Number of AdamW steps taken (bias correction uses it). */
