@@ -585,7 +585,10 @@ int parse_shared_opts(const command *c, model_opts *m, train_settings *s)
 /* The signal that asked the running training to stop, 0 if none. */
 static volatile sig_atomic_t stop_signal;
 
-/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once. */
+/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once,
+ * by the signal's default action, even in the middle of the save (whose
+ * temporary file never replaces the last complete one). Only
+ * async-signal-safe calls here. */
 static void on_stop_signal(int sig)
 {
     if (stop_signal) {
@@ -594,6 +597,10 @@ static void on_stop_signal(int sig)
         return;
     }
     stop_signal = sig;
+    static const char msg[] = "\nboltzattn: signal received: stopping after this step to save a checkpoint "
+                              "(a second signal exits at once, without saving)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
 }
 
 /* Takes DIR/.lock for this process, so that two trainings never write one
@@ -687,6 +694,9 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
+    /* Restart interrupted calls: the first signal must not fail a save in
+     * progress (a write to a slow device or a pipe). */
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     stop_signal = 0;
     sigaction(SIGINT, &sa, &old_int);
