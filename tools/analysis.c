@@ -832,7 +832,11 @@ static int read_results(const char *cmd, const char *path, group **out, int *nou
 
 /* Reads the eval and final points of one metrics.jsonl. Problems are
  * warnings (a run may still be writing its file); 1 only when out of
- * memory. */
+ * memory. The log is append-only and not rewritten atomically (docs/
+ * design.md, Reliability): a kill can leave its last record torn, without
+ * its newline. Such a final fragment is no record and is ignored quietly,
+ * like a record still being written; an unparsable line with its newline
+ * is damage and is reported. */
 static int read_metrics(const char *cmd, const char *path, cpoint **pts, int *np, int *cap)
 {
     FILE *f = fopen(path, "r");
@@ -844,12 +848,15 @@ static int read_metrics(const char *cmd, const char *path, cpoint **pts, int *np
     int have_cfg = 0, code = 0;
     cpoint proto;
     memset(&proto, 0, sizeof proto);
-    while (getline(&line, &lcap, f) >= 0) {
+    ssize_t len;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == strlen(line))
             continue;
         cJSON *o = cJSON_Parse(line);
         if (!o) {
+            if (line[len - 1] != '\n')
+                break; /* a torn last record */
             fprintf(stderr, "%s %s: warning: %s:%ld: not JSON, line skipped\n", prog, cmd, path,
                     lineno);
             continue;
