@@ -147,6 +147,7 @@ rm -rf "$P"
 expect 0 "gnuplot not found" -- env PATH=/nonexistent "$BIN" plot "$A"
 check '[ -f "$P/summary.dat" ] && [ -f "$P/brackets_C64_ffn1_vs_T.dat" ] && [ -f "$P/brackets_T4_ffn1_vs_C.dat" ]' \
     "without gnuplot: .dat files not written"
+check '[ -z "$(find "$TMP" -name "*.tmp")" ]' "temporary output files left behind"
 # A torn last record (a run killed while appending to its log) is ignored
 # without a warning; a damaged line inside the log is reported and skipped.
 R="$TMP/torn"
