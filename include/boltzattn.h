@@ -207,7 +207,9 @@ int ba_model_find_tensor(const ba_model *m, const char *name);
  * [0, i). On success *loss (may be NULL) is the mean cross-entropy over the
  * positions with a target (0 when there are none). Activations are kept for
  * ba_model_backward; buffers grow as needed. Errors: BA_ERR_ARG naming a bad
- * token, target or size; BA_ERR_NOMEM; BA_ERR_NUMERIC. */
+ * token, target or size; BA_ERR_NOMEM; BA_ERR_NUMERIC for a non-finite loss
+ * or attention input, naming the first tensor holding a non-finite value (a
+ * parameter, else the first activation in forward order). */
 int ba_model_forward(ba_model *m, const int *inputs, const int *targets,
                      int B, int T, double *loss, char *err);
 /* Logits of the last forward, (B,T,out_size); masked pointer positions
@@ -233,8 +235,10 @@ ba_adamw ba_adamw_default(void);
 
 /* One AdamW update with learning rate lr from the accumulated gradients,
  * after clipping their global norm. *grad_norm (may be NULL) gets the norm
- * before clipping. BA_ERR_NUMERIC (and no update) if a gradient is not
- * finite, naming the tensor. */
+ * before clipping. BA_ERR_NUMERIC (and no update at all) if a gradient is
+ * not finite, or if the update would make a parameter or an AdamW moment
+ * non-finite or too large for ba_real, naming the tensor: parameters and
+ * moments stay finite whatever the rate. */
 int ba_model_step(ba_model *m, const ba_adamw *opt, double lr,
                   double *grad_norm, char *err);
 /* Number of AdamW steps taken (bias correction uses it). */
@@ -358,13 +362,17 @@ int ba_fit_beta(int n, const double *h, const double *J, int ldj, const double *
 
 typedef struct ba_dataset ba_dataset;
 
-/* charlm over any byte file. vocab == NULL: the vocabulary is the sorted
+/* charlm over a UTF-8 text file, modelled byte by byte (a multi-byte
+ * character is several tokens). vocab == NULL: the vocabulary is the sorted
  * distinct bytes of the file. Otherwise the file is encoded with the given
  * vocabulary (from a checkpoint) and a byte outside it is BA_ERR_FORMAT
  * naming the byte and its offset. First 90 % train, last 10 % validation.
  * block_size T: training windows are T+1 bytes; validation uses the
  * non-overlapping windows starting at 0, T, 2T, ... of the validation split.
- * Errors: BA_ERR_IO (file), BA_ERR_FORMAT (too small for T, bad byte). */
+ * Errors: BA_ERR_IO (file), BA_ERR_FORMAT (empty, too small for T, a NUL
+ * byte, invalid UTF-8: a stray continuation byte, an overlong form, a
+ * surrogate, a code point above U+10FFFF, a truncated sequence, a byte
+ * 0xF8-0xFF; the message names the offset and the problem). */
 int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
                       int vocab_size, int block_size, char *err);
 

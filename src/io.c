@@ -507,6 +507,16 @@ int ba_st_read(ba_st **out, const char *path, char *err)
     }
     memcpy(hdr, st->buf + 8, (size_t)hlen);
     hdr[hlen] = '\0';
+    /* JSON text never holds a raw NUL; the parser would read one as the end
+     * of a string and report a misleading problem further on. */
+    const char *nul = memchr(hdr, '\0', (size_t)hlen);
+    if (nul) {
+        rc = ba_fail(err, BA_ERR_FORMAT, "'%s': header byte %zu is NUL, which JSON never holds",
+                     path, (size_t)(nul - hdr));
+        free(hdr);
+        ba_st_free(st);
+        return rc;
+    }
     const unsigned char *data = st->buf + 8 + hlen;
     rc = parse_header(st, hdr, (size_t)hlen, data, avail - (size_t)hlen, err);
     free(hdr);

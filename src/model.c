@@ -8,6 +8,7 @@
  * place that defines that layout. */
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,89 @@ static int ensure_acts(ba_model *m, int B, char *err)
 #define PAR(k) (m->mem + m->poff[k])
 #define GRAD(k) (m->mem + m->nparams + m->poff[k])
 
+/* Index of the first non-finite value among x[0..n), or n. */
+static size_t first_nonfinite(const ba_real *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return n;
+}
+
+/* After a non-finite failure in the forward pass, names the first tensor
+ * holding a non-finite value in the order the pass computes them: the
+ * parameters (checkpoint order), the embedding, each layer's activations,
+ * the final LayerNorm and the logits. fail_layer < n_layer: the attention of
+ * that layer failed, so only its LayerNorm and qkv exist yet. Writes "" if
+ * every value computed so far is finite. */
+static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, size_t cap)
+{
+    const ba_config *c = &m->cfg;
+    size_t N = (size_t)m->B * m->T, C = c->n_embd, F = 4 * (size_t)C;
+    size_t natt = N * c->n_head * m->T;
+    buf[0] = '\0';
+    for (int t = 0; t < m->ntensors; t++) {
+        const ba_tensor_info *ti = &m->tensors[t];
+        size_t i = first_nonfinite(m->mem + ti->offset, ti->size);
+        if (i < ti->size) {
+            snprintf(buf, cap, "parameter %s[%zu] = %g", ti->name, i,
+                     (double)m->mem[ti->offset + i]);
+            return;
+        }
+    }
+    /* (name, kind, elements per layer, values per row of B*T) in forward order */
+    struct {
+        const char *name;
+        int kind;
+        size_t per, row;
+    } st[] = {
+        {"ln1", A_LN1, N * C, C},         {"qkv", A_QKV, N * 3 * C, 3 * C},
+        {"attn.weights", A_ATT, natt, 0}, {"attn.out", A_ATTY, N * C, C},
+        {"attn.proj", A_ATTPROJ, N * C, C}, {"residual1", A_RES2, N * C, C},
+        {"ln2", A_LN2, N * C, C},         {"fc", A_FCH, N * F, F},
+        {"gelu", A_FCHG, N * F, F},       {"fc.proj", A_FCPROJ, N * C, C},
+        {"residual2", A_RES3, N * C, C},
+    };
+    int nst = c->ffn ? 11 : 6;
+    size_t i = first_nonfinite(ACT(A_ENC), N * C);
+    if (i < N * C) {
+        snprintf(buf, cap, "activation embedding at batch %zu position %zu", i / C / m->T,
+                 i / C % m->T);
+        return;
+    }
+    for (int l = 0; l < c->n_layer && l <= fail_layer; l++)
+        for (int k = 0; k < nst && (l < fail_layer || k < 2); k++) {
+            const ba_real *x = ACT(st[k].kind) + (size_t)l * st[k].per;
+            if ((i = first_nonfinite(x, st[k].per)) == st[k].per)
+                continue;
+            /* (B,H,T,T) weights: row (b*H + h)*T + query */
+            size_t row = st[k].row ? i / st[k].row : i / m->T;
+            size_t b = st[k].row ? row / m->T : row / m->T / c->n_head;
+            snprintf(buf, cap, "activation blocks.%d.%s at batch %zu position %zu", l,
+                     st[k].name, b, row % m->T);
+            return;
+        }
+    if (fail_layer < c->n_layer)
+        return;
+    if ((i = first_nonfinite(ACT(A_LNF), N * C)) < N * C) {
+        snprintf(buf, cap, "activation ln_f at batch %zu position %zu", i / C / m->T,
+                 i / C % m->T);
+        return;
+    }
+    /* Masked pointer logits are -INFINITY by design: only a row's usable
+     * columns count (see ba_crossentropy_forward). */
+    const ba_real *lg = ACT(A_LOGITS);
+    int O = c->out_size;
+    for (size_t r = 0; r < N; r++) {
+        int t = (int)(r % m->T);
+        int nv = c->task == BA_TASK_BRACKETS ? (t < O ? t : O) : O;
+        if ((i = first_nonfinite(lg + r * O, (size_t)nv)) < (size_t)nv) {
+            snprintf(buf, cap, "activation logits at batch %zu position %d", r / m->T, t);
+            return;
+        }
+    }
+}
+
 int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,
                      double *loss, char *err)
 {
@@ -449,6 +533,13 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
                                          : NULL;
         rc = ba_attention_forward(&as, atty, ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, qkv,
                                   J, err);
+        if (rc == BA_ERR_NUMERIC) {
+            char why[BA_ERR_LEN], where[160];
+            snprintf(why, sizeof why, "%s", err ? err : "");
+            describe_nonfinite(m, l, where, sizeof where);
+            return ba_fail(err, rc, "blocks.%d attention: %.80s; first non-finite tensor: %s", l,
+                           why, where[0] ? where : "none before the attention scores");
+        }
         if (rc)
             return rc;
         ba_linear_forward(attp, atty, PAR(P_PROJW) + (size_t)l * C * C, PAR(P_PROJB) + l * C,
@@ -487,8 +578,12 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
     }
     m->n_targets = cnt;
     double mean = cnt > 0 ? ls / cnt : 0.0;
-    if (!isfinite(mean))
-        return ba_fail(err, BA_ERR_NUMERIC, "loss is not finite (%g)", mean);
+    if (!isfinite(mean)) {
+        char where[160];
+        describe_nonfinite(m, c->n_layer, where, sizeof where);
+        return ba_fail(err, BA_ERR_NUMERIC, "loss is not finite (%g); first non-finite tensor: %s",
+                       mean, where[0] ? where : "none (the cross-entropy overflowed)");
+    }
     if (loss)
         *loss = mean;
     return BA_OK;
@@ -566,6 +661,11 @@ int ba_model_backward(ba_model *m, char *err)
         as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
         rc = ba_attention_backward(&as, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3, J,
                                    ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, err);
+        if (rc == BA_ERR_NUMERIC) {
+            char why[BA_ERR_LEN];
+            snprintf(why, sizeof why, "%s", err ? err : "");
+            return ba_fail(err, rc, "blocks.%d attention backward: %.160s", l, why);
+        }
         if (rc)
             return rc;
         memset(dln, 0, sizeof(ba_real) * NC);
@@ -604,6 +704,60 @@ double ba_lr_schedule(long step, long total, long warmup, double lr_max, double 
     return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(M_PI * frac));
 }
 
+/* One AdamW element update in double; the caller rounds it to ba_real. */
+static void adamw_elem(const ba_adamw *o, double lr, double clip, double wd, double bc1,
+                       double bc2, ba_real p, ba_real g, ba_real m, ba_real v, double *np,
+                       double *nm, double *nv)
+{
+    double gi = g * clip;
+    double mi = o->beta1 * m + (1.0 - o->beta1) * gi;
+    double vi = o->beta2 * v + (1.0 - o->beta2) * gi * gi;
+    double upd = (mi / bc1) / (sqrt(vi / bc2) + o->eps) + wd * p;
+    *nm = mi;
+    *nv = vi;
+    *np = p - lr * upd;
+}
+
+/* x is finite and inside ba_real's range, so the conversion is defined. */
+static int fits_real(double x)
+{
+#ifdef BA_DOUBLE
+    return isfinite(x);
+#else
+    return isfinite(x) && fabs(x) <= FLT_MAX;
+#endif
+}
+
+/* BA_ERR_NUMERIC naming the first gradient tensor that holds a non-finite
+ * value (else the first whose squared norm overflows), scanning from the
+ * head back to the embeddings: roughly the order backward computes them, so
+ * the tensor named is near where the non-finite values arose. */
+static int nonfinite_grad(const ba_model *m, char *err)
+{
+    const ba_real *g = m->mem + m->nparams;
+    for (int t = m->ntensors - 1; t >= 0; t--) {
+        const ba_tensor_info *info = &m->tensors[t];
+        size_t i = first_nonfinite(g + info->offset, info->size);
+        if (i < info->size)
+            return ba_fail(err, BA_ERR_NUMERIC,
+                           "gradient of %s is not finite ([%zu] = %g; the first such tensor from "
+                           "the head back); no update made",
+                           info->name, i, (double)g[info->offset + i]);
+    }
+    for (int t = m->ntensors - 1; t >= 0; t--) {
+        const ba_tensor_info *info = &m->tensors[t];
+        double ts = 0.0;
+        for (size_t i = info->offset; i < info->offset + info->size; i++)
+            ts += (double)g[i] * g[i];
+        if (!isfinite(ts))
+            return ba_fail(err, BA_ERR_NUMERIC,
+                           "gradient of %s is not finite (its squared norm overflows); no "
+                           "update made",
+                           info->name);
+    }
+    return ba_fail(err, BA_ERR_NUMERIC, "the gradient norm is not finite; no update made");
+}
+
 int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, char *err)
 {
     ba_real *p = m->mem, *g = ba_model_grads(m), *mm = ba_model_adam_m(m), *vv = ba_model_adam_v(m);
@@ -615,29 +769,42 @@ int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, 
         for (size_t i = info.offset; i < info.offset + info.size; i++)
             ts += (double)g[i] * g[i];
         if (!isfinite(ts))
-            return ba_fail(err, BA_ERR_NUMERIC, "gradient of %s is not finite", info.name);
+            return nonfinite_grad(m, err);
         ss += ts;
     }
     double norm = sqrt(ss);
     if (grad_norm)
         *grad_norm = norm;
     double clip = (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
-    m->step++;
-    double bc1 = 1.0 - pow(o->beta1, (double)m->step);
-    double bc2 = 1.0 - pow(o->beta2, (double)m->step);
-    for (int t = 0; t < nt; t++) {
-        const ba_tensor_info info = m->tensors[t];
-        double wd = info.decay ? o->weight_decay : 0.0;
-        for (size_t i = info.offset; i < info.offset + info.size; i++) {
-            double gi = g[i] * clip;
-            double mi = o->beta1 * mm[i] + (1.0 - o->beta1) * gi;
-            double vi = o->beta2 * vv[i] + (1.0 - o->beta2) * gi * gi;
-            mm[i] = (ba_real)mi;
-            vv[i] = (ba_real)vi;
-            double upd = (mi / bc1) / (sqrt(vi / bc2) + o->eps) + wd * p[i];
-            p[i] = (ba_real)(p[i] - lr * upd);
+    long step = m->step + 1;
+    double bc1 = 1.0 - pow(o->beta1, (double)step);
+    double bc2 = 1.0 - pow(o->beta2, (double)step);
+    /* Two passes: the first only checks that no parameter or moment would
+     * leave the model's range (a huge rate or decay, or a squared gradient
+     * beyond float), so a refused step changes nothing and a non-finite
+     * value can never reach a checkpoint or a saved training state. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int t = 0; t < nt; t++) {
+            const ba_tensor_info info = m->tensors[t];
+            double wd = info.decay ? o->weight_decay : 0.0;
+            for (size_t i = info.offset; i < info.offset + info.size; i++) {
+                double np, nm, nv;
+                adamw_elem(o, lr, clip, wd, bc1, bc2, p[i], g[i], mm[i], vv[i], &np, &nm, &nv);
+                if (pass == 1) {
+                    p[i] = (ba_real)np, mm[i] = (ba_real)nm, vv[i] = (ba_real)nv;
+                } else if (!fits_real(np) || !fits_real(nm) || !fits_real(nv)) {
+                    const char *what = !fits_real(np)   ? "parameter"
+                                       : !fits_real(nm) ? "first moment"
+                                                        : "second moment";
+                    return ba_fail(err, BA_ERR_NUMERIC,
+                                   "the update would make %s %s[%zu] non-finite (parameter %g, "
+                                   "gradient %g, lr %g); no update made",
+                                   what, info.name, i - info.offset, (double)p[i], (double)g[i],
+                                   lr);
+                }
+            }
         }
-    }
+    m->step = step;
     /* J's unused entries (j >= k) get no gradient and no decay, so they
      * stay exactly zero and a checkpoint shows only what the model uses. */
     return BA_OK;

@@ -123,6 +123,71 @@ static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
 
 /* ---------------------------------------------------------------- charlm */
 
+/* charlm data must be text: UTF-8 (RFC 3629) without NUL bytes. Binary
+ * data, a UTF-16 file or a Latin-1 file would otherwise train "fine" on
+ * garbage, and a NUL would cut the vocabulary's text forms short. The model
+ * stays byte-level: a multi-byte character is several tokens. BA_ERR_FORMAT
+ * names the offset of the first bad sequence's lead byte and the problem. */
+static int check_utf8(const uint8_t *s, size_t len, const char *path, char *err)
+{
+    static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000}; /* by continuation count */
+    for (size_t i = 0; i < len;) {
+        uint8_t b = s[i];
+        if (b == 0)
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "NUL byte at offset %zu of '%.160s': charlm data must be text", i,
+                           path);
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        if (b < 0xC0)
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "invalid UTF-8 at offset %zu of '%.160s': unexpected continuation "
+                           "byte 0x%02x",
+                           i, path, b);
+        if (b >= 0xF8)
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "invalid UTF-8 at offset %zu of '%.160s': byte 0x%02x never occurs "
+                           "in UTF-8",
+                           i, path, b);
+        /* C0-DF lead 2 bytes, E0-EF 3, F0-F7 4; C0/C1 and F5-F7 are caught
+         * below as overlong and too large once their value is known. */
+        int more = b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+        uint32_t cp = b & (0x3Fu >> more);
+        for (int k = 1; k <= more; k++) {
+            if (i + (size_t)k >= len)
+                return ba_fail(err, BA_ERR_FORMAT,
+                               "invalid UTF-8 at offset %zu of '%.160s': %d-byte sequence "
+                               "truncated by the end of the file",
+                               i, path, more + 1);
+            uint8_t c = s[i + (size_t)k];
+            if ((c & 0xC0) != 0x80)
+                return ba_fail(err, BA_ERR_FORMAT,
+                               "invalid UTF-8 at offset %zu of '%.160s': truncated %d-byte "
+                               "sequence (byte %d is 0x%02x, not a continuation byte)",
+                               i, path, more + 1, k + 1, c);
+            cp = cp << 6 | (c & 0x3Fu);
+        }
+        if (cp < min_cp[more])
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "invalid UTF-8 at offset %zu of '%.160s': overlong %d-byte encoding "
+                           "of U+%04X",
+                           i, path, more + 1, (unsigned)cp);
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "invalid UTF-8 at offset %zu of '%.160s': UTF-16 surrogate U+%04X",
+                           i, path, (unsigned)cp);
+        if (cp > 0x10FFFF)
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "invalid UTF-8 at offset %zu of '%.160s': code point U+%X is above "
+                           "U+10FFFF",
+                           i, path, (unsigned)cp);
+        i += (size_t)more + 1;
+    }
+    return BA_OK;
+}
+
 int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
                       int vocab_size, int block_size, char *err)
 {
@@ -149,6 +214,10 @@ int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
     if (len == 0) {
         free(buf);
         return ba_fail(err, BA_ERR_FORMAT, "'%s' is empty: charlm needs text to train on", path);
+    }
+    if ((rc = check_utf8(buf, len, path, err))) {
+        free(buf);
+        return rc;
     }
 
     /* n_train = floor(0.9 * len) computed exactly in integers (9*len/10

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ablate: a tiny grid runs, an interrupted grid resumes without rerunning
-# finished cells, and the summary marks missing runs instead of inventing
-# them. usage: tests/ablate.sh PATH/TO/boltzattn
+# finished cells (the unfinished one, its log torn by the kill, runs again
+# with a clean log), and the summary marks missing runs instead of
+# inventing them. usage: tests/ablate.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: ablate.sh PATH/TO/boltzattn}
 TMP=$(mktemp -d)
@@ -29,9 +30,11 @@ check "report has the verdict row" 'grep -q "^| brackets | 6 | 8 | yes | boltzma
 check "report has the convergence table" 'grep -q "^| 6 | 8 | yes | 4 | " "$TMP/report.md"'
 cp "$G/results.csv" "$TMP/before.csv"
 
-# interrupt: one run lost its result (as if killed before writing it)
+# interrupt: one run lost its result (as if killed before writing it), its
+# log torn in the middle of a record
 cell="$G/runs/brackets-T6-C8-ffn1-boltzmann-s2"
 rm "$cell/result.json"
+printf '{"event":"train","step":30,"lo' >>"$cell/metrics.jsonl"
 stamp=$(stat -c %Y "$G/runs/brackets-T6-C8-ffn1-softmax-s1/result.json")
 sleep 1
 "$BIN" ablate "${ARGS[@]}" >"$TMP/out2" 2>"$TMP/err2"
@@ -40,6 +43,9 @@ check "resume reports 3 finished" 'grep -q "4 runs in the grid, 3 already finish
 check "resume ran exactly one run" '[ "$(grep -c "^\[" "$TMP/err2")" = 1 ]'
 check "finished runs untouched" '[ "$(stat -c %Y "$G/runs/brackets-T6-C8-ffn1-softmax-s1/result.json")" = "$stamp" ]'
 check "resumed results identical but for wall time (same seed, same build)" 'diff <(cut -d, -f1-14 "$TMP/before.csv") <(cut -d, -f1-14 "$G/results.csv") >/dev/null'
+check "the rerun cell's log holds whole records only" 'awk "!/^{.*}\$/ { exit 1 }" "$cell/metrics.jsonl" && [ -z "$(tail -c 1 "$cell/metrics.jsonl")" ]'
+env PATH=/nonexistent "$BIN" plot "$G" >"$TMP/plot.out" 2>&1
+check "plot of the grid exits 0 without warnings" '[ $? = 0 ] && ! grep -q warning "$TMP/plot.out"'
 
 # missing: the summary says so and invents nothing
 rm "$cell/result.json"

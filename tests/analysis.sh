@@ -147,6 +147,25 @@ rm -rf "$P"
 expect 0 "gnuplot not found" -- env PATH=/nonexistent "$BIN" plot "$A"
 check '[ -f "$P/summary.dat" ] && [ -f "$P/brackets_C64_ffn1_vs_T.dat" ] && [ -f "$P/brackets_T4_ffn1_vs_C.dat" ]' \
     "without gnuplot: .dat files not written"
+check '[ -z "$(find "$TMP" -name "*.tmp")" ]' "temporary output files left behind"
+# A torn last record (a run killed while appending to its log) is ignored
+# without a warning; a damaged line inside the log is reported and skipped.
+R="$TMP/torn"
+mkdir -p "$R"
+cp -r "$A/results.csv" "$A/runs" "$R/"
+printf '{"event":"eval","step":40,"val_loss":0.4,"val_ac' >>"$R/runs/brackets-softmax-T8-s1/metrics.jsonl"
+out=$(env PATH=/nonexistent "$BIN" plot "$R" 2>&1)
+rc=$?
+check '[ $rc = 0 ]' "plot with a torn last record exited $rc: $out"
+check '! grep -q "warning" <<<"$out"' "a torn last record was warned about: $out"
+check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ] &&
+       ! grep -q "^40 " "$R/plots/curves_brackets_T8_C32_ffn1.dat"' \
+    "a torn last record changed the learning curves"
+sed -i '3a {"event":"eval","step":15,"val_lo' "$R/runs/brackets-boltzmann-T8-s1/metrics.jsonl"
+expect 0 "brackets-boltzmann-T8-s1/metrics.jsonl:4: not JSON, line skipped" -- \
+    env PATH=/nonexistent "$BIN" plot "$R"
+check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ]' \
+    "a damaged middle line changed the learning curves"
 # bad input: exit 2 naming the file and line
 expect 2 "$TMP/nope" -- "$BIN" plot "$TMP/nope"
 expect 2 "required" -- "$BIN" plot

@@ -3,6 +3,13 @@
 # with `train --resume`, ends with the same weights (byte for byte) and the
 # same logged losses as the run that was never interrupted; after every kill
 # the checkpoint on disk loads.
+# Signals: a first SIGTERM saves a loadable checkpoint and a resumable state
+# and exits 1 with a message (and the resumed run again ends byte-identical);
+# a second signal during the save ends the process at once, by the signal,
+# leaving the previous files as they were.
+# Numerical guards: a run driven to non-finite values stops with exit 1,
+# naming the step and the tensor, and keeps its last checkpoint and state
+# (finite: they load; resuming meets the same failure at the same step).
 # usage: tests/resume.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: resume.sh PATH/TO/boltzattn}
@@ -58,6 +65,113 @@ head -c 100 "$TMP/b/state.safetensors" >"$TMP/trunc.safetensors"
 mkdir -p "$TMP/c" && cp "$TMP/trunc.safetensors" "$TMP/c/state.safetensors"
 out=$("$BIN" train --resume "$TMP/c" 2>&1)
 [ $? = 2 ] && ok || bad "--resume of a truncated state: $out"
+
+# ---- a first signal: save, message, exit 1; the state resumes exactly
+"$BIN" train "${ARGS[@]}" --out "$TMP/s" >/dev/null 2>"$TMP/s.err" &
+pid=$!
+for _ in $(seq 1 600); do
+    n=$(grep -c '"event":"train"' "$TMP/s/metrics.jsonl" 2>/dev/null)
+    [ "${n:-0}" -ge 5 ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 1 ] && ok || bad "first SIGTERM: exit $rc, expected 1: $(cat "$TMP/s.err")"
+msg=$(grep -o 'interrupted by signal 15 at step [0-9]*; checkpoint saved' "$TMP/s.err")
+[ -n "$msg" ] && ok || bad "first SIGTERM: no 'interrupted ... checkpoint saved' message: $(cat "$TMP/s.err")"
+grep -q 'a second signal exits at once' "$TMP/s.err" && ok || bad "first SIGTERM: no notice on receipt"
+sstep=${msg#*at step }
+sstep=${sstep%%;*}
+grep -aq "\"step\":\"$sstep\"" "$TMP/s/model.safetensors" && ok ||
+    bad "the checkpoint does not hold step $sstep"
+[ ! -e "$TMP/s/.lock" ] && ok || bad "the lock file outlived a clean exit"
+"$BIN" eval --ckpt "$TMP/s/model.safetensors" >/dev/null 2>&1 && ok ||
+    bad "checkpoint saved on SIGTERM does not load"
+"$BIN" train --resume "$TMP/s" --quiet >/dev/null 2>&1 && ok || bad "resume after SIGTERM failed"
+cmp -s "$TMP/a/model.safetensors" "$TMP/s/model.safetensors" && ok ||
+    bad "weights resumed after SIGTERM differ from the uninterrupted run"
+
+# ---- a second signal during the save exits at once. The save is held
+# open deterministically: the state's temporary file is a FIFO without a
+# reader, so the save blocks in open() until the second signal arrives.
+mkdir -p "$TMP/d"
+mkfifo "$TMP/d/state.safetensors.tmp"
+"$BIN" train "${ARGS[@]}" --save-every 0 --eval-every 0 --steps 100000000 --out "$TMP/d" \
+    >/dev/null 2>"$TMP/d.err" &
+pid=$!
+for _ in $(seq 1 600); do
+    grep -q '"event":"config"' "$TMP/d/metrics.jsonl" 2>/dev/null && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+done
+sleep 0.2 # into the training loop
+kill -INT $pid
+# Blocked in the save: the kernel's wait channel names the FIFO wait where
+# /proc shows it; otherwise a step (milliseconds here) is long over by then.
+blocked=0
+for _ in $(seq 1 500); do
+    case $(cat /proc/$pid/wchan 2>/dev/null) in
+        *fifo* | *pipe* | *partner*) blocked=1; break ;;
+    esac
+    sleep 0.01
+done
+[ $blocked = 1 ] || sleep 1
+if kill -0 $pid 2>/dev/null; then ok; else bad "the run exited before the second signal: $(cat "$TMP/d.err")"; fi
+kill -INT $pid
+gone=0
+for _ in $(seq 1 300); do
+    kill -0 $pid 2>/dev/null || { gone=1; break; }
+    sleep 0.01
+done
+[ $gone = 1 ] && ok || { bad "the second SIGINT did not end the process within 3 s"; kill -9 $pid; }
+wait $pid
+rc=$?
+[ $rc = 130 ] && ok || bad "second SIGINT: exit status $rc, expected 130 (killed by SIGINT)"
+[ ! -e "$TMP/d/model.safetensors" ] && [ ! -e "$TMP/d/state.safetensors" ] && ok ||
+    bad "an interrupted save left a checkpoint or state"
+grep -q 'checkpoint saved' "$TMP/d.err" && bad "second signal: claims a save: $(cat "$TMP/d.err")" || ok
+# the lock of the dead process is taken over by the next run
+rm -f "$TMP/d/state.safetensors.tmp"
+[ -e "$TMP/d/.lock" ] && ok || bad "no stale lock left by the killed run"
+"$BIN" train "${ARGS[@]}" --steps 20 --out "$TMP/d" >/dev/null 2>&1 && ok ||
+    bad "a new run does not take over the stale lock"
+
+# ---- numerical guards: a genuine blow-up (rate 10, decay 10), saving
+# every step. Two ways to fail: a non-finite gradient (clip off,
+# boltzmann) and a non-finite loss (softmax, no FFN).
+guard() { # name, expected phrase, extra args...
+    local name=$1 phrase=$2
+    shift 2
+    local out=$TMP/g-$name
+    "$BIN" train --task brackets --T 6 --embd 16 --steps 300 --batch 8 --lr 10 \
+        --weight-decay 10 --save-every 1 --eval-every 0 --heldout 8 --quiet \
+        --out "$out" "$@" >/dev/null 2>"$out.err"
+    local rc=$?
+    [ $rc = 1 ] && ok || bad "guard $name: exit $rc, expected 1: $(cat "$out.err")"
+    local line
+    line=$(grep -o "step [0-9]*: $phrase.*" "$out.err" | head -1)
+    [ -n "$line" ] && ok || bad "guard $name: no 'step N: $phrase' message: $(cat "$out.err")"
+    local n=${line#step }
+    n=${n%%:*}
+    grep -q "keeps the last good checkpoint (step $((n - 1)))" "$out.err" && ok ||
+        bad "guard $name: does not report keeping step $((n - 1)): $(cat "$out.err")"
+    grep -aq "\"step\":\"$((n - 1))\"" "$out/model.safetensors" && ok ||
+        bad "guard $name: the checkpoint is not the one of step $((n - 1))"
+    ls "$out"/*.tmp >/dev/null 2>&1 && bad "guard $name: temporary files left" || ok
+    # finite, so it loads: a load failure would be exit 2
+    "$BIN" eval --ckpt "$out/model.safetensors" >/dev/null 2>"$out.eval"
+    rc=$?
+    [ $rc != 2 ] && ok || bad "guard $name: the kept checkpoint does not load: $(cat "$out.eval")"
+    # the state loads too, and the same failure recurs at the same step
+    "$BIN" train --resume "$out" --quiet >/dev/null 2>"$out.err2"
+    rc=$?
+    [ $rc = 1 ] && grep -q "step $n: $phrase" "$out.err2" && ok ||
+        bad "guard $name: resume gave exit $rc, not the same failure at step $n: $(cat "$out.err2")"
+}
+guard grad "gradient of .* is not finite" --attn boltzmann --clip 0
+guard loss "loss is not finite .*first non-finite tensor: activation" --attn softmax --no-ffn
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

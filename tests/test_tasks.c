@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "boltzattn.h"
+#include "utf8_ref.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -510,44 +511,47 @@ static void test_charlm_basic(void **state)
     unlink(path);
 }
 
-/* Bytes 0..199 each once: token id = byte, so a window's position in the
- * file is its first token and the split boundaries are exact. */
+/* Bytes 1..120 each once (text: control characters and ASCII, no NUL):
+ * token id = byte - 1 = offset, so a window's position in the file is its
+ * first token and the split boundaries are exact. */
 static void test_charlm_windows(void **state)
 {
     (void)state;
     char err[BA_ERR_LEN], path[64];
-    uint8_t bytes[200];
-    for (int i = 0; i < 200; i++)
-        bytes[i] = (uint8_t)i;
-    write_temp(path, bytes, 200);
+    uint8_t bytes[120];
+    for (int i = 0; i < 120; i++)
+        bytes[i] = (uint8_t)(i + 1);
+    write_temp(path, bytes, 120);
     ba_dataset *d;
-    const int T = 5;
+    const int T = 3;
     assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, T, err), BA_OK);
-    assert_int_equal(ba_dataset_vocab_size(d), 200);
+    assert_int_equal(ba_dataset_vocab_size(d), 120);
+    assert_int_equal(ba_dataset_vocab(d)[0], 1);
+    assert_int_equal(ba_dataset_vocab(d)[119], 120);
     uint64_t tr, ev;
     ba_dataset_sizes(d, &tr, &ev);
-    assert_int_equal(tr, 180);
-    assert_int_equal(ev, 20);
-    /* validation 180..199: windows at 0, 5, 10 (15 + 6 > 20) */
+    assert_int_equal(tr, 108);
+    assert_int_equal(ev, 12);
+    /* validation 108..119: windows at 0, 3, 6 (9 + 4 > 12) */
     assert_int_equal(ba_dataset_num_eval(d), 3);
     for (int n = 0; n < 3; n++) {
-        int in[5], tg[5];
+        int in[3], tg[3];
         ba_dataset_eval_item(d, n, in, tg);
         for (int t = 0; t < T; t++) {
-            assert_int_equal(in[t], 180 + 5 * n + t);
-            assert_int_equal(tg[t], 180 + 5 * n + t + 1);
+            assert_int_equal(in[t], 108 + 3 * n + t);
+            assert_int_equal(tg[t], 108 + 3 * n + t + 1);
         }
     }
-    /* training windows: T+1 consecutive train bytes, start in [0, 174] */
+    /* training windows: T+1 consecutive train bytes, start in [0, 104] */
     ba_rng rng;
     ba_rng_seed(&rng, 11);
-    int in[64 * 5], tg[64 * 5]; /* (B,T) */
-    int hit[175] = {0};
+    int in[64 * 3], tg[64 * 3]; /* (B,T) */
+    int hit[105] = {0};
     for (int it = 0; it < 200; it++) {
         ba_dataset_train_batch(d, &rng, 64, in, tg);
         for (int b = 0; b < 64; b++) {
             int s = in[b * T];
-            assert_true(s >= 0 && s <= 174);
+            assert_true(s >= 0 && s <= 104);
             for (int t = 0; t < T; t++) {
                 assert_int_equal(in[b * T + t], s + t);
                 assert_int_equal(tg[b * T + t], s + t + 1);
@@ -556,7 +560,7 @@ static void test_charlm_windows(void **state)
         }
     }
     /* both ends of the range are reachable */
-    assert_true(hit[0] && hit[174]);
+    assert_true(hit[0] && hit[104]);
     ba_dataset_free(d);
 
     /* the same rng state gives the same batch */
@@ -564,13 +568,203 @@ static void test_charlm_windows(void **state)
     ba_rng r1, r2;
     ba_rng_seed(&r1, 3);
     r2 = r1;
-    int in2[64 * 5], tg2[64 * 5];
+    int in2[64 * 3], tg2[64 * 3];
     ba_dataset_train_batch(d, &r1, 64, in, tg);
     ba_dataset_train_batch(d, &r2, 64, in2, tg2);
     assert_memory_equal(in, in2, sizeof in);
     assert_memory_equal(tg, tg2, sizeof tg);
     ba_dataset_free(d);
     unlink(path);
+}
+
+/* Valid multi-byte UTF-8 loads, byte by byte: "é" (2 bytes), "€" (3), "😀"
+ * (4), the largest code point U+10FFFF and U+FFFD are each several tokens. */
+static void test_charlm_utf8_accepted(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN], path[64];
+    /* "aé€😀\xf4\x8f\xbf\xbf\xef\xbf\xbd\n" repeated: 1+2+3+4+4+3+1 = 18 bytes */
+    static const char unit[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf"
+                               "\xef\xbf\xbd\n";
+    assert_int_equal(sizeof unit - 1, 18);
+    char text[18 * 10];
+    for (int i = 0; i < 10; i++)
+        memcpy(text + 18 * i, unit, 18);
+    write_temp(path, text, sizeof text);
+    ba_dataset *d;
+    assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 5, err), BA_OK);
+    /* distinct bytes: a \n c3 a9 e2 82 ac f0 9f 98 80 f4 8f bf ef bd */
+    assert_int_equal(ba_dataset_vocab_size(d), 16);
+    const uint8_t *V = ba_dataset_vocab(d);
+    assert_int_equal(V[0], '\n');
+    assert_int_equal(V[1], 'a');
+    assert_int_equal(V[15], 0xf4);
+    uint64_t tr, ev;
+    ba_dataset_sizes(d, &tr, &ev);
+    assert_int_equal(tr + ev, 180);
+    /* the validation split starts at byte 162 = 9 * 18: "aé€..." as bytes */
+    int in[5], tg[5];
+    ba_dataset_eval_item(d, 0, in, tg);
+    for (int t = 0; t < 5; t++) {
+        assert_int_equal(V[in[t]], (uint8_t)unit[t]);
+        assert_int_equal(V[tg[t]], (uint8_t)unit[t + 1]);
+    }
+    ba_dataset_free(d);
+    /* a byte-order mark is text too */
+    char bom[3 + 18 * 10];
+    memcpy(bom, "\xef\xbb\xbf", 3);
+    memcpy(bom + 3, text, sizeof text);
+    write_temp(path, bom, sizeof bom);
+    assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 5, err), BA_OK);
+    ba_dataset_free(d);
+    unlink(path);
+}
+
+/* Each kind of bad text, placed at offset 40 of otherwise valid text: the
+ * error is BA_ERR_FORMAT, names offset 40 and the problem, leaves *out NULL,
+ * and is the same with a given vocabulary that holds every byte. */
+static void test_charlm_rejects_bad_text(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *bytes;
+        size_t n;
+        const char *why; /* a substring of the message */
+    } cases[] = {
+        {"\x00", 1, "NUL byte at offset 40"},
+        {"\x80", 1, "unexpected continuation byte 0x80"},
+        {"\xbf", 1, "unexpected continuation byte 0xbf"},
+        {"\xc0\xaf", 2, "overlong 2-byte encoding of U+002F"},
+        {"\xc1\xbf", 2, "overlong 2-byte encoding of U+007F"},
+        {"\xe0\x80\xaf", 3, "overlong 3-byte encoding of U+002F"},
+        {"\xe0\x9f\xbf", 3, "overlong 3-byte encoding of U+07FF"},
+        {"\xf0\x8f\xbf\xbf", 4, "overlong 4-byte encoding of U+FFFF"},
+        {"\xed\xa0\x80", 3, "UTF-16 surrogate U+D800"},
+        {"\xed\xbf\xbf", 3, "UTF-16 surrogate U+DFFF"},
+        {"\xf4\x90\x80\x80", 4, "U+110000 is above U+10FFFF"},
+        {"\xf5\x80\x80\x80", 4, "U+140000 is above U+10FFFF"},
+        {"\xf8", 1, "byte 0xf8 never occurs in UTF-8"},
+        {"\xfe", 1, "byte 0xfe never occurs in UTF-8"},
+        {"\xff", 1, "byte 0xff never occurs in UTF-8"},
+        {"\xc3" "a", 2, "truncated 2-byte sequence (byte 2 is 0x61"},
+        {"\xe2\x82" "a", 3, "truncated 3-byte sequence (byte 3 is 0x61"},
+        {"\xf0\x9f\x98\xc3\xa9", 5, "truncated 4-byte sequence (byte 4 is 0xc3"},
+    };
+    char err[BA_ERR_LEN], path[64], text[100];
+    uint8_t all[256];
+    for (int b = 0; b < 256; b++)
+        all[b] = (uint8_t)b;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        memset(text, 'x', sizeof text);
+        memcpy(text + 40, cases[c].bytes, cases[c].n);
+        write_temp(path, text, sizeof text);
+        for (int given = 0; given < 2; given++) {
+            ba_dataset *d = (ba_dataset *)&d;
+            memset(err, 0, sizeof err);
+            int rc = ba_dataset_charlm(&d, path, given ? all : NULL, given ? 256 : 0, 3, err);
+            if (rc != BA_ERR_FORMAT || !strstr(err, cases[c].why) || !strstr(err, "offset 40") ||
+                !strstr(err, path))
+                fail_msg("case %zu (%s vocabulary): status %d, message '%s', expected '%s'", c,
+                         given ? "given" : "own", rc, err, cases[c].why);
+            assert_null(d);
+        }
+        unlink(path);
+    }
+    /* a sequence cut off by the end of the file */
+    memset(text, 'x', sizeof text);
+    memcpy(text + 97, "\xe2\x82\xac", 3);
+    write_temp(path, text, 99);
+    ba_dataset *d;
+    assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 3, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "offset 97"));
+    assert_non_null(strstr(err, "3-byte sequence truncated by the end of the file"));
+    unlink(path);
+    /* the first problem is the one reported */
+    memset(text, 'x', sizeof text);
+    text[10] = (char)0xff;
+    text[5] = 0;
+    write_temp(path, text, sizeof text);
+    assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 3, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "NUL byte at offset 5"));
+    unlink(path);
+}
+
+/* The library's check against its reference twin (tests/utf8_ref.h, the
+ * RFC 3629 grammar) on 3000 random texts: valid characters of every length
+ * (edges of each range included) mixed, one in 12, with single bytes from
+ * the places where the grammar's ranges end. Both outcomes must occur often, so the
+ * comparison is not vacuous. */
+static size_t put_utf8(uint8_t *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | cp >> 6), o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | cp >> 12), o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | cp >> 18), o[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)), o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+static void test_charlm_utf8_vs_reference(void **state)
+{
+    (void)state;
+    static const uint32_t lo[] = {0x01, 0x80, 0x800, 0xE000, 0x10000};
+    static const uint32_t hi[] = {0x7F, 0x7FF, 0xD7FF, 0xFFFF, 0x10FFFF};
+    static const uint8_t edge[] = {0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0,
+                                   0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF,
+                                   0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xF7, 0xF8, 0xFF};
+    char err[BA_ERR_LEN], path[64];
+    uint8_t text[24 + 16 * 4];
+    ba_rng rng;
+    ba_rng_seed(&rng, 2024);
+    int n_ok = 0, n_bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t n = 0;
+        memset(text, 'x', 24); /* long enough for T = 1 whatever follows */
+        n = 24;
+        int units = 1 + (int)ba_rng_below(&rng, 16);
+        for (int u = 0; u < units; u++) {
+            if (ba_rng_below(&rng, 12) == 0) {
+                text[n++] = edge[ba_rng_below(&rng, sizeof edge)];
+            } else {
+                int k = (int)ba_rng_below(&rng, 5);
+                uint64_t span = hi[k] - lo[k] + 1;
+                /* a quarter at the ends of the range */
+                uint64_t pick = ba_rng_below(&rng, 4);
+                uint32_t cp = pick == 0   ? lo[k]
+                              : pick == 1 ? hi[k]
+                                          : lo[k] + (uint32_t)ba_rng_below(&rng, span);
+                n += put_utf8(text + n, cp);
+            }
+        }
+        write_temp(path, text, n);
+        ba_dataset *d;
+        int rc = ba_dataset_charlm(&d, path, NULL, 0, 1, err);
+        int want = utf8_ref_valid(text, n);
+        if ((rc == BA_OK) != want)
+            fail_msg("text %d of %zu bytes: library %s (%s), reference %s", it, n,
+                     rc ? "rejects" : "accepts", rc ? err : "", want ? "valid" : "invalid");
+        if (rc == BA_OK) {
+            n_ok++;
+            assert_int_equal(ba_dataset_num_eval(d) > 0, 1);
+            ba_dataset_free(d);
+        } else {
+            n_bad++;
+            assert_int_equal(rc, BA_ERR_FORMAT);
+        }
+        unlink(path);
+    }
+    print_message("utf8 vs reference: %d valid, %d invalid texts agree\n", n_ok, n_bad);
+    assert_true(n_ok > 600 && n_bad > 600);
 }
 
 static void test_charlm_given_vocab(void **state)
@@ -689,6 +883,9 @@ int main(void)
         cmocka_unit_test(test_brackets_config),
         cmocka_unit_test(test_charlm_basic),
         cmocka_unit_test(test_charlm_windows),
+        cmocka_unit_test(test_charlm_utf8_accepted),
+        cmocka_unit_test(test_charlm_rejects_bad_text),
+        cmocka_unit_test(test_charlm_utf8_vs_reference),
         cmocka_unit_test(test_charlm_given_vocab),
         cmocka_unit_test(test_charlm_errors),
         cmocka_unit_test(test_tinyshakespeare),

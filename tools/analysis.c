@@ -44,23 +44,41 @@ mkpath(const char *cmd, char *buf, const char *fmt, ...)
     return 0;
 }
 
+/* Output files are written as PATH.tmp and renamed over PATH by close_out,
+ * so an interrupted plot or couplings run leaves each file whole (old or
+ * new), never cut short. */
+static int tmp_name(const char *cmd, const char *path, char *tmp)
+{
+    return mkpath(cmd, tmp, "%s.tmp", path);
+}
+
 static FILE *open_out(const char *cmd, const char *path)
 {
-    FILE *f = fopen(path, "w");
+    char tmp[PATH_LEN];
+    if (tmp_name(cmd, path, tmp))
+        return NULL;
+    FILE *f = fopen(tmp, "w");
     if (!f)
-        fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(errno));
+        fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, tmp, strerror(errno));
     return f;
 }
 
-/* Closes an output file; 0, or 1 after printing a write error. */
+/* Closes an output file of open_out and puts it in place; 0, or 1 after
+ * printing a write error (the temporary file is removed then). */
 static int close_out(const char *cmd, FILE *f, const char *path)
 {
-    int bad = ferror(f);
+    char tmp[PATH_LEN];
+    int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
     int e = errno;
     if (fclose(f) != 0 && !bad)
         bad = 1, e = errno;
+    if (tmp_name(cmd, path, tmp))
+        return 1;
+    if (!bad && rename(tmp, path) != 0)
+        bad = 1, e = errno;
     if (bad) {
         fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(e));
+        unlink(tmp);
         return 1;
     }
     return 0;
@@ -832,7 +850,11 @@ static int read_results(const char *cmd, const char *path, group **out, int *nou
 
 /* Reads the eval and final points of one metrics.jsonl. Problems are
  * warnings (a run may still be writing its file); 1 only when out of
- * memory. */
+ * memory. The log is append-only and not rewritten atomically (docs/
+ * design.md, Reliability): a kill can leave its last record torn, without
+ * its newline. Such a final fragment is no record and is ignored quietly,
+ * like a record still being written; an unparsable line with its newline
+ * is damage and is reported. */
 static int read_metrics(const char *cmd, const char *path, cpoint **pts, int *np, int *cap)
 {
     FILE *f = fopen(path, "r");
@@ -844,12 +866,15 @@ static int read_metrics(const char *cmd, const char *path, cpoint **pts, int *np
     int have_cfg = 0, code = 0;
     cpoint proto;
     memset(&proto, 0, sizeof proto);
-    while (getline(&line, &lcap, f) >= 0) {
+    ssize_t len;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == strlen(line))
             continue;
         cJSON *o = cJSON_Parse(line);
         if (!o) {
+            if (line[len - 1] != '\n')
+                break; /* a torn last record */
             fprintf(stderr, "%s %s: warning: %s:%ld: not JSON, line skipped\n", prog, cmd, path,
                     lineno);
             continue;

@@ -369,6 +369,17 @@ static int save_state(const char *dir, ba_model *m, long step, const ba_rng *dat
         return BA_ERR_NOMEM;
     }
     int64_t P = (int64_t)ba_model_num_params(m);
+    /* ba_model_step keeps all three finite; checked again so a non-finite
+     * value can never replace the last good state. */
+    const ba_real *vals3[3] = {ba_model_params(m), ba_model_adam_m(m), ba_model_adam_v(m)};
+    for (int k = 0; k < 3; k++)
+        for (int64_t j = 0; j < P; j++)
+            if (!isfinite(vals3[k][j])) {
+                free(cfg);
+                snprintf(err, BA_ERR_LEN, "training state value %s[%lld] is not finite; not saving",
+                         k == 0 ? "params" : k == 1 ? "adam_m" : "adam_v", (long long)j);
+                return BA_ERR_NUMERIC;
+            }
     ba_st_entry e[3] = {
         {"params", BA_DT_F32, 1, {P}, ba_model_params(m)},
         {"adam_m", BA_DT_F32, 1, {P}, ba_model_adam_m(m)},
@@ -501,10 +512,20 @@ static int truncate_metrics(const char *path, long step)
     if (!mem)
         return -1;
     fclose(mem);
-    f = fopen(path, "w");
+    /* Replaced atomically like the other files: a kill during the rewrite
+     * leaves the old log, which the next resume trims again. */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
     int rc = f && fwrite(keep, 1, klen, f) == klen ? 0 : -1;
-    if (f)
-        fclose(f);
+    if (f && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        rc = -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc)
+        unlink(tmp);
     free(keep);
     return rc;
 }
@@ -564,7 +585,10 @@ int parse_shared_opts(const command *c, model_opts *m, train_settings *s)
 /* The signal that asked the running training to stop, 0 if none. */
 static volatile sig_atomic_t stop_signal;
 
-/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once. */
+/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once,
+ * by the signal's default action, even in the middle of the save (whose
+ * temporary file never replaces the last complete one). Only
+ * async-signal-safe calls here. */
 static void on_stop_signal(int sig)
 {
     if (stop_signal) {
@@ -573,6 +597,10 @@ static void on_stop_signal(int sig)
         return;
     }
     stop_signal = sig;
+    static const char msg[] = "\nboltzattn: signal received: stopping after this step to save a checkpoint "
+                              "(a second signal exits at once, without saving)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
 }
 
 /* Takes DIR/.lock for this process, so that two trainings never write one
@@ -666,6 +694,9 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
+    /* Restart interrupted calls: the first signal must not fail a save in
+     * progress (a write to a slow device or a pipe). */
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     stop_signal = 0;
     sigaction(SIGINT, &sa, &old_int);
@@ -703,6 +734,7 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     }
     double t0 = now_s(), tlast = t0, ema_loss = NAN;
     long last_step = start_step;
+    long saved_step = s->resume ? start_step : -1; /* step of the checkpoint on disk */
     if (!quiet && s->resume)
         fprintf(stderr, "resuming at step %ld of %ld\n", start_step, s->steps);
     for (long step = start_step; step < s->steps; step++) {
@@ -716,6 +748,12 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         }
         if (st) {
             fprintf(stderr, "%s%s %s: step %ld: %s\n", tty ? "\n" : "", prog, cmd, step + 1, err);
+            if (st == BA_ERR_NUMERIC && saved_step >= 0)
+                fprintf(stderr, "%s %s: training stopped; %s/model.safetensors keeps the last good "
+                                "checkpoint (step %ld)\n", prog, cmd, outdir, saved_step);
+            else if (st == BA_ERR_NUMERIC)
+                fprintf(stderr, "%s %s: training stopped before its first save; no checkpoint "
+                                "was written\n", prog, cmd);
             code = 1;
             goto done;
         }
@@ -757,11 +795,13 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
             }
         }
         last_step = done_steps;
-        if (s->save_every > 0 && done_steps % s->save_every == 0 && done_steps < s->steps &&
-            (st = save_point(outdir, m, done_steps, &data_rng, train_json, log, err))) {
-            fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
-            code = 1;
-            goto done;
+        if (s->save_every > 0 && done_steps % s->save_every == 0 && done_steps < s->steps) {
+            if ((st = save_point(outdir, m, done_steps, &data_rng, train_json, log, err))) {
+                fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
+                code = 1;
+                goto done;
+            }
+            saved_step = done_steps;
         }
         if (stop_signal) {
             if (tty)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in tests/fuzz (clang, ASan + UBSan) against
 # the library sources and runs each for SECONDS (default 20) from a copy of
-# the committed seed corpus. Exits non-zero if a target finds a crash, a
+# the committed seed corpus (tests/fuzz/corpus/TARGET plus the matching
+# files of tests/malformed/). Exits non-zero if a target finds a crash, a
 # leak or a timeout; the input that caused it is kept and its path printed.
 # Without clang's libFuzzer it prints SKIP and exits 0.
 #
@@ -85,6 +86,12 @@ for t in $targets; do
     work=$tmp/corpus-$t
     mkdir -p "$work"
     cp tests/fuzz/corpus/"$t"/* "$work"/ 2>/dev/null
+    # the malformed-file corpus of tests/malformed.sh seeds the same readers
+    case $t in
+        checkpoint) cp tests/malformed/ckpt_* "$work"/ 2>/dev/null ;;
+        batch) cp tests/malformed/batch_* "$work"/ 2>/dev/null ;;
+        data) cp tests/malformed/text_* "$work"/ 2>/dev/null ;;
+    esac
     log=$tmp/fuzz-$t.log
     # Timeouts (-timeout, seconds per input) count as failures; OpenMP
     # threads are pinned to one so executions are comparable run to run.
