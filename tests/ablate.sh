@@ -41,6 +41,24 @@ check "3 rows after removal" '[ "$(tail -n +2 "$G/results.csv" | wc -l)" = 3 ]'
 check "missing seed marked" 'grep -q "| boltzmann | 1 of 2 (missing seeds 2) |" "$G/summary.md"'
 check "effect from one pair has no interval" 'grep -q "one pair, no interval" "$G/summary.md"'
 
+# sampled cells join the grid: the exact cells keep their names (so the grid
+# above counts as finished), only boltzmann gets sampled cells, named with a
+# -KIND-S<shots> suffix, and softmax stays the reference of the effects
+"$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 --dqa-tau 2 >"$TMP/out3" 2>"$TMP/err3"
+check "sampled grid: dqa option without dqa is exit 2" '[ $? = 2 ] && grep -q "dqa-tau applies to the dqa sampler only" "$TMP/err3"'
+"$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 >"$TMP/out3" 2>"$TMP/err3"
+check "sampled grid exits 0" '[ $? = 0 ]'
+check "sampled grid: 8 runs, 3 finished (exact names unchanged)" 'grep -q "8 runs in the grid, 3 already finished" "$TMP/err3"'
+check "sampled cell names" '[ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s1-direct-S8/result.json" ] && [ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s2-direct-S16/result.json" ]'
+check "no sampled softmax cells" '! ls "$G/runs" | grep -q "softmax-s.-direct"'
+check "csv has sampler and shots columns" 'head -1 "$G/results.csv" | grep -q ",wall_s,sampler,shots,exact_value$"'
+check "exact rows: sampler exact, shots 0" '[ "$(grep -c ",exact,0,$" "$G/results.csv")" = 4 ]'
+check "sampled rows: direct with their shots and an exact value" '[ "$(grep -c ",direct,8,0\.[0-9]*$" "$G/results.csv")" = 2 ] && [ "$(grep -c ",direct,16,0\.[0-9]*$" "$G/results.csv")" = 2 ]'
+check "json rows carry sampler and shots" '[ "$(grep -c "\"sampler\":" "$G/results.json")" = 8 ] && grep -q "\"shots\":\s*16" "$G/results.json"'
+check "summary rows of the sampled variants" 'grep -q "| boltzmann (direct, S=8) | 2 | .*(exact inference" "$G/summary.md" && grep -q "| boltzmann (direct, S=16) | 2 |" "$G/summary.md" && grep -q "| softmax | 2 | .*(reference)" "$G/summary.md"'
+"$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 >"$TMP/out4" 2>"$TMP/err4"
+check "sampled grid resumes complete" 'grep -q "8 runs in the grid, 8 already finished" "$TMP/err4"'
+
 # bad usage
 "$BIN" ablate --task brackets >/dev/null 2>&1
 check "missing --out is exit 2" '[ $? = 2 ]'
@@ -50,6 +68,20 @@ check "bad list is exit 2" '[ $? = 2 ]'
 check "duplicate variant is exit 2" '[ $? = 2 ]'
 "$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --T 30 >/dev/null 2>&1
 check "T beyond the engine is exit 2" '[ $? = 2 ]'
+
+"$BIN" ablate --task brackets --out "$TMP/x" --attn softmax --sampler direct >/dev/null 2>&1
+check "sampler without boltzmann/coupling is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --shots 16 >/dev/null 2>&1
+check "shots without a sampler is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler direct,direct >/dev/null 2>&1
+check "duplicate sampler is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler direct --shots 0 >/dev/null 2>&1
+check "shots out of range is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler direct --T 30 >/dev/null 2>&1
+check "T beyond the sampler is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler gibbs --shots 4 >/dev/null 2>&1
+check "gibbs chains above the shots is exit 2" '[ $? = 2 ]'
+[ ! -e "$TMP/x" ] && pass=$((pass + 1)) || { failed=$((failed + 1)); echo "FAIL: a refused grid created its directory"; }
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]
