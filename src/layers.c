@@ -329,7 +329,9 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
     if (sampled && !s->sctx)
         rc = ba_fail(err, BA_ERR_ARG, "sampled attention needs the sample contexts of its forward");
     for (int hh = 0; hh < H && rc == BA_OK; hh++) {
-        if (s->attn == BA_ATTN_SIGMOID || s->attn == BA_ATTN_BOLTZMANN)
+        /* the fields enter the sigmoid derivative and the exact engine; the
+         * sampled backward needs only the shots */
+        if (s->attn == BA_ATTN_SIGMOID || (s->attn == BA_ATTN_BOLTZMANN && !sampled))
             compute_fields(&g, hh, qkv, hd);
         /* Through y = a v and the row softmax: da_ij = dy_i . v_j,
          * dv_j += a_ij dy_i, dl_ij = a_ij (da_ij - sum_l a_il da_il). */
