@@ -550,8 +550,9 @@ int ba_st_write(const char *path, const ba_st_entry *entries, int n,
  * (shots, beta_assumed, tau, gamma, lambda, trotter_steps, order, chains,
  * burnin, thin, sweeps, beta0) otherwise. A config without "sampler" reads
  * as exact (older checkpoints); in one that has it, "kind" is required, a
- * missing parameter takes ba_sampler_default(kind)'s value, and a
- * malformed or out-of-range one is BA_ERR_FORMAT naming "sampler.FIELD". */
+ * missing parameter takes ba_sampler_default(kind)'s value, a malformed
+ * one is BA_ERR_FORMAT naming "sampler.FIELD", and an out-of-range one
+ * BA_ERR_FORMAT with ba_sampler_validate's message (naming the parameter). */
 char *ba_config_to_json(const ba_config *cfg);
 int ba_config_from_json(const char *json, ba_config *cfg, char *err);
 
