@@ -130,32 +130,21 @@ int ba_engine_parse(const char *s, ba_engine *out, char *err);
  * accepts. */
 int ba_engine_max_spins(ba_engine e);
 
-/* Everything needed to rebuild a model; stored in every checkpoint. */
-typedef struct {
-    ba_task task;
-    ba_attn attn;
-    ba_engine engine;
-    int n_layer;
-    int n_head;
-    int n_embd;     /* C, divisible by n_head */
-    int block_size; /* T: longest context, also the pointer-head width */
-    int vocab_size; /* V: input tokens */
-    int out_size;   /* V for charlm, T for brackets */
-    int ffn;        /* 1: blocks have the MLP, 0: attention only */
-    /* task data description */
-    uint8_t vocab[256]; /* charlm: token id -> byte (vocab_size entries) */
-    int kinds;          /* brackets: number of bracket kinds (vocab = 2*kinds) */
-    int n_heldout;      /* brackets: requested held-out set size */
-    uint64_t data_seed; /* brackets: seed of the held-out set */
-} ba_config;
+/* Everything needed to rebuild a model; stored in every checkpoint. The
+ * struct is defined after the samplers section below, because it holds the
+ * model's sampler (a ba_sampler). */
+typedef struct ba_config ba_config;
 
-/* Defaults: 1 layer, 1 head, C = 64, FFN on, fast engine. vocab and
- * out sizes are left 0: fill them with ba_config_set_data. */
+/* Defaults: 1 layer, 1 head, C = 64, FFN on, fast engine, exact sampler
+ * (ba_sampler_default(BA_SAMPLER_EXACT)). vocab and out sizes are left 0:
+ * fill them with ba_config_set_data. */
 ba_config ba_config_default(ba_task task, ba_attn attn, int block_size);
 
 /* BA_OK when cfg describes a buildable model; otherwise names the bad field.
- * Refuses boltzmann/coupling with block_size above the engine's limit
- * (BA_ERR_LIMIT). */
+ * Refuses boltzmann/coupling with block_size above the engine's limit, or,
+ * when cfg->sampler is not exact, above the sampler's (ba_sampler_max_spins:
+ * gibbs and sa go to 64) (BA_ERR_LIMIT); a non-exact sampler for softmax or
+ * sigmoid and a sampler parameter out of range are BA_ERR_ARG. */
 int ba_config_validate(const ba_config *cfg, char *err);
 
 /* Number of parameters a model of cfg has (0 if cfg is invalid), without
@@ -358,6 +347,72 @@ double ba_kl_divergence(const double *p, const double *q, size_t N);
 int ba_fit_beta(int n, const double *h, const double *J, int ldj, const double *p,
                 double *beta, double *r2, char *err);
 
+/* ------------------------------------------------- sampled attention
+ * boltzmann and coupling attention may estimate their Ising marginals from
+ * the shots of a sampler instead of computing them exactly (spec sections 3
+ * and 7; docs/design.md, "Sampled attention"). For each query with n = i+1
+ * visible keys the model draws S = sampler.shots states with ba_sample and
+ * uses
+ *     w_ij = (c_ij + 1/2) / (S + 1),  c_ij = #shots with s_j = +1,
+ * (never 0, so a row's normalisation stays positive; E[w] = p + (1/2 - p) /
+ * (S + 1) shrinks the marginal p towards 1/2 by at most 1/(2(S+1))). The
+ * backward uses the same shots: with m^_j = 2c_j/S - 1 the sampled
+ * magnetisation, w = (S m^ + S + 1) / (2(S + 1)), g^_j = dL/dm^_j and
+ * G(s) = sum_j g^_j s_j,
+ *     dL/dh_k  = beta_assumed * Cov^(G, s_k)
+ *     dL/dJ_kl = beta_assumed * sum over queries Cov^(G, s_k s_l)
+ * where Cov^ is the unbiased sample covariance over the S shots (1/(S-1);
+ * 0 for S = 1). That is the exact gradient of the loss as a function of w,
+ * with the Jacobian dm/d(h, J) = beta Cov(s, .) of a Boltzmann distribution
+ * at inverse temperature beta_assumed estimated from the shots. For
+ * coupling attention (h = 0) every batch element shares one system per row
+ * i, so one set of shots per row serves the whole batch. */
+
+struct ba_config {
+    ba_task task;
+    ba_attn attn;
+    ba_engine engine;
+    int n_layer;
+    int n_head;
+    int n_embd;     /* C, divisible by n_head */
+    int block_size; /* T: longest context, also the pointer-head width */
+    int vocab_size; /* V: input tokens */
+    int out_size;   /* V for charlm, T for brackets */
+    int ffn;        /* 1: blocks have the MLP, 0: attention only */
+    /* task data description */
+    uint8_t vocab[256]; /* charlm: token id -> byte (vocab_size entries) */
+    int kinds;          /* brackets: number of bracket kinds (vocab = 2*kinds) */
+    int n_heldout;      /* brackets: requested held-out set size */
+    uint64_t data_seed; /* brackets: seed of the held-out set */
+    /* sampled attention (boltzmann/coupling only): BA_SAMPLER_EXACT (the
+     * default) uses the exact engine; any other kind draws shots */
+    ba_sampler sampler;
+};
+
+/* The model's sampler RNG: the stream sampled attention draws its shots
+ * from (one 64-bit draw per attention head and forward; each query seeds
+ * its own generator from that draw and its index, so results do not depend
+ * on the thread count). Owned by the model, seeded at ba_model_init with a
+ * fixed seed (BA_SAMPLER_RNG_DEFAULT_SEED); seed it, read it or restore it
+ * through the pointer (a ba_rng is a plain value). Never NULL. */
+#define BA_SAMPLER_RNG_DEFAULT_SEED 0x5a3b1e5a3b1e5a3bULL
+ba_rng *ba_model_sampler_rng(ba_model *m);
+
+/* Switches the sampler the model's forward and backward use from now on
+ * (e.g. to evaluate a sample-trained model exactly, or with another
+ * sampler); it becomes part of ba_model_config and of later checkpoints.
+ * BA_ERR_ARG naming the bad parameter (ba_sampler_validate), a sampler for
+ * softmax/sigmoid, or BA_ERR_LIMIT when the block size exceeds the new
+ * sampler's (or, for exact, the engine's) limit; the model is unchanged on
+ * failure. The activations of the last forward are invalidated: the next
+ * ba_model_backward needs a new forward. */
+int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err);
+
+/* The seed ba_evaluate gives a copy of the sampler RNG, so that evaluating
+ * a sampled model returns the same number every time (for the same items
+ * and batch size) and leaves the training stream untouched. */
+#define BA_EVAL_SAMPLER_SEED 0xe7a15eedULL
+
 /* ------------------------------------------------------------- tasks */
 
 typedef struct ba_dataset ba_dataset;
@@ -429,7 +484,10 @@ typedef struct {
 
 /* Evaluates the model on the first max_items evaluation items (0 = all, or
  * an evenly spaced deterministic subset when max_items < num_eval), B at a
- * time. */
+ * time, with the model's current sampler (ba_model_set_sampler). A sampled
+ * model draws its shots from the sampler RNG reseeded with
+ * BA_EVAL_SAMPLER_SEED, and the RNG's previous state is restored on return:
+ * the result is reproducible and the training stream is not perturbed. */
 int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B,
                 ba_eval_result *res, char *err);
 
@@ -495,7 +553,14 @@ int ba_st_write(const char *path, const ba_st_entry *entries, int n,
                 int n_meta, char *err);
 
 /* The config as a JSON object string (malloc'd, caller frees), and back.
- * from_json validates with ba_config_validate. */
+ * from_json validates with ba_config_validate. The sampler is the object
+ * "sampler": {"kind": NAME} for exact, with every parameter of ba_sampler
+ * (shots, beta_assumed, tau, gamma, lambda, trotter_steps, order, chains,
+ * burnin, thin, sweeps, beta0) otherwise. A config without "sampler" reads
+ * as exact (older checkpoints); in one that has it, "kind" is required, a
+ * missing parameter takes ba_sampler_default(kind)'s value, a malformed
+ * one is BA_ERR_FORMAT naming "sampler.FIELD", and an out-of-range one
+ * BA_ERR_FORMAT with ba_sampler_validate's message (naming the parameter). */
 char *ba_config_to_json(const ba_config *cfg);
 int ba_config_from_json(const char *json, ba_config *cfg, char *err);
 

@@ -131,6 +131,37 @@ int ba_fast_marginals1(int n, const double *h, const double *J, int ldj, double 
 int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const double *g,
                       double *dh, double *dJ, char *err);
 
+/* ------------------------------------------- sampled engine, batched
+ * The sampled counterpart of ba_engine_forward/backward (src/sampled.c), with
+ * the same layouts: query q = b*T + i has n = i+1 spins, h (B,T,T) fields or
+ * NULL for h = 0, J (T,ldj) couplings (j < k used). The estimator is the one
+ * documented in boltzattn.h ("sampled attention").
+ *
+ * A sample context keeps the shots of one head's last forward for its
+ * backward: one per attention head of a model. */
+typedef struct ba_sample_ctx ba_sample_ctx;
+ba_sample_ctx *ba_sample_ctx_new(void);
+void ba_sample_ctx_free(ba_sample_ctx *c);
+/* The shots of the last successful forward, (B*T, S) words (query q's at
+ * q*S), and its shape; NULL when there is none. For tests. */
+const uint64_t *ba_sample_ctx_shots(const ba_sample_ctx *c, int *B, int *T, int *S);
+/* Draws s->shots states for every query with ba_sample, query q from its
+ * own ba_rng seeded from (seed, q) (so the result does not depend on the
+ * thread count), keeps them in c and writes logw (B,T,T) = log w with
+ * w = (count + 1/2)/(S + 1) for j <= i and -INFINITY above. Errors of
+ * ba_sample (the lowest failing query's) pass through; c then holds no
+ * forward. */
+int ba_sampled_forward(ba_sample_ctx *c, const ba_sampler *s, uint64_t seed, int B, int T,
+                       const double *h, const double *J, int ldj, double *logw, char *err);
+/* Backward of the last forward on c (same B, T and shots; BA_ERR_ARG
+ * otherwise). g (B,T,T) is dL/dm as the layer computes it for w = (1+m)/2,
+ * i.e. (1/2) dL/dw; the estimator's dw/dm^ = S/(2(S+1)) turns it into
+ * g^ = g S/(S+1). dh (B,T,T) += beta Cov^(G, s_k) (may be NULL); dJ
+ * (T,ldj) += beta sum_q Cov^(G, s_k s_l) (may be NULL), summed over fixed
+ * chunks of queries in a fixed order (thread-count independent). */
+int ba_sampled_backward(const ba_sample_ctx *c, const ba_sampler *s, int B, int T,
+                        const double *g, double *dh, double *dJ, int ldj, char *err);
+
 /* ---------------------------------------------------------- layers
  * Each layer is a forward/backward pair over plain arrays; backward
  * accumulates (+=) into the gradients of its inputs and parameters.
@@ -175,6 +206,13 @@ typedef struct {
     ba_engine engine;
     int B, T, C, H, Tmax;
     ba_engine_ctx **ctx; /* (H) one per head, or NULL for stateless calls */
+    /* Sampled attention, used when sampler is not NULL and not exact
+     * (boltzmann/coupling): sctx (H) keeps each head's shots for the
+     * backward; the forward draws one seed per head, in head order, from
+     * srng. Zero-initialised fields mean exact. */
+    const ba_sampler *sampler;
+    ba_sample_ctx **sctx;
+    ba_rng *srng;
 } ba_attn_shape;
 
 int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,

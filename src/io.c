@@ -811,6 +811,100 @@ int ba_st_write(const char *path, const ba_st_entry *entries, int n,
 
 /* ------------------------------------------------------ config JSON */
 
+/* The sampler's fields as (name, kind of value, offset) rows: the one list
+ * the writer and the reader share. */
+enum { SF_INT, SF_DOUBLE };
+static const struct {
+    const char *name;
+    int type;
+    size_t off;
+} sampler_fields[] = {
+    {"shots", SF_INT, offsetof(ba_sampler, shots)},
+    {"beta_assumed", SF_DOUBLE, offsetof(ba_sampler, beta_assumed)},
+    {"tau", SF_DOUBLE, offsetof(ba_sampler, tau)},
+    {"gamma", SF_DOUBLE, offsetof(ba_sampler, gamma)},
+    {"lambda", SF_DOUBLE, offsetof(ba_sampler, lambda)},
+    {"trotter_steps", SF_INT, offsetof(ba_sampler, trotter_steps)},
+    {"order", SF_INT, offsetof(ba_sampler, order)},
+    {"chains", SF_INT, offsetof(ba_sampler, chains)},
+    {"burnin", SF_INT, offsetof(ba_sampler, burnin)},
+    {"thin", SF_INT, offsetof(ba_sampler, thin)},
+    {"sweeps", SF_INT, offsetof(ba_sampler, sweeps)},
+    {"beta0", SF_DOUBLE, offsetof(ba_sampler, beta0)},
+};
+#define N_SAMPLER_FIELDS ((int)(sizeof sampler_fields / sizeof sampler_fields[0]))
+
+/* "sampler": {"kind": ...} for exact, with every parameter otherwise.
+ * cJSON prints doubles with enough digits to read them back exactly. */
+static int add_sampler(cJSON *o, const ba_sampler *sp)
+{
+    cJSON *so = cJSON_AddObjectToObject(o, "sampler");
+    int ok = so && cJSON_AddStringToObject(so, "kind", ba_sampler_name(sp->kind));
+    for (int i = 0; ok && sp->kind != BA_SAMPLER_EXACT && i < N_SAMPLER_FIELDS; i++) {
+        const char *p = (const char *)sp + sampler_fields[i].off;
+        double v;
+        if (sampler_fields[i].type == SF_INT) {
+            int x;
+            memcpy(&x, p, sizeof x);
+            v = x;
+        } else {
+            memcpy(&v, p, sizeof v);
+        }
+        ok = cJSON_AddNumberToObject(so, sampler_fields[i].name, v) != NULL;
+    }
+    return ok;
+}
+
+/* Reads "sampler" (absent: exact, as written before samplers existed). */
+static int cfg_sampler(const cJSON *o, ba_sampler *out, char *err)
+{
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "sampler");
+    if (!so) {
+        *out = ba_sampler_default(BA_SAMPLER_EXACT);
+        return BA_OK;
+    }
+    if (!cJSON_IsObject(so))
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler' is %s, expected an object",
+                       json_type_name(so));
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(so, "kind");
+    if (!k)
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler.kind' is missing");
+    if (!cJSON_IsString(k))
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler.kind' is %s, expected a string",
+                       json_type_name(k));
+    char why[BA_ERR_LEN];
+    ba_sampler_kind kind;
+    if (ba_sampler_parse(k->valuestring, &kind, why))
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler.kind': %s", why);
+    ba_sampler sp = ba_sampler_default(kind);
+    for (int i = 0; i < N_SAMPLER_FIELDS; i++) {
+        const char *name = sampler_fields[i].name;
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(so, name);
+        if (!it)
+            continue;
+        if (!cJSON_IsNumber(it))
+            return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler.%s' is %s, expected a number",
+                           name, json_type_name(it));
+        double d = it->valuedouble;
+        char *p = (char *)&sp + sampler_fields[i].off;
+        if (sampler_fields[i].type == SF_INT) {
+            if (!(d >= INT_MIN && d <= INT_MAX) || d != floor(d))
+                return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler.%s' = %.17g is not an int",
+                               name, d);
+            int x = (int)d;
+            memcpy(p, &x, sizeof x);
+        } else {
+            if (!isfinite(d))
+                return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler.%s' is not finite", name);
+            memcpy(p, &d, sizeof d);
+        }
+    }
+    if (ba_sampler_validate(&sp, why))
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler': %s", why);
+    *out = sp;
+    return BA_OK;
+}
+
 char *ba_config_to_json(const ba_config *cfg)
 {
     if (!cfg)
@@ -842,6 +936,8 @@ char *ba_config_to_json(const ba_config *cfg)
                 cJSON_Delete(b);
         }
     }
+    if (ok)
+        ok = add_sampler(o, &cfg->sampler);
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     if (!s)
@@ -1001,6 +1097,8 @@ static int config_from_object(const cJSON *o, ba_config *c, char *err)
         return ba_fail(err, BA_ERR_FORMAT, "config field 'ffn' is %s, expected true or false",
                        json_type_name(f));
     c->ffn = cJSON_IsTrue(f) ? 1 : 0;
+    if ((rc = cfg_sampler(o, &c->sampler, err)))
+        return rc;
     /* An out-of-range vocab_size is left to ba_config_validate to report;
      * reading a vocab for it could overrun c->vocab. */
     if (c->task == BA_TASK_CHARLM && c->vocab_size >= 1 && c->vocab_size <= 256 &&

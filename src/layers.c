@@ -206,6 +206,12 @@ static void copy_couplings(const ba_attn_shape *s, int hh, const ba_real *J, dou
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
 
+/* Whether this call estimates the Ising marginals from shots. */
+static int is_sampled(const ba_attn_shape *s)
+{
+    return is_ising(s->attn) && s->sampler && s->sampler->kind != BA_SAMPLER_EXACT;
+}
+
 int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_real *pre,
                          const ba_real *qkv, const ba_real *J, char *err)
 {
@@ -215,6 +221,9 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
     size_t btt = (size_t)B * T * T;
     if (is_ising(s->attn) && !J)
         return ba_fail(err, BA_ERR_ARG, "%s attention needs couplings J", ba_attn_name(s->attn));
+    int sampled = is_sampled(s);
+    if (sampled && (!s->sctx || !s->srng))
+        return ba_fail(err, BA_ERR_ARG, "sampled attention needs sample contexts and an RNG");
     double *hd = calloc(btt, sizeof(double)); // (B,T,T) fields
     double *ld = malloc(sizeof(double) * btt); // (B,T,T) log-weights
     double *Jd = malloc(sizeof(double) * (size_t)T * T);
@@ -237,15 +246,24 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
             break;
         case BA_ATTN_BOLTZMANN:
             copy_couplings(s, hh, J, Jd);
-            rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd, Jd, T, ld,
-                                       err);
+            if (sampled)
+                rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), B, T, hd,
+                                        Jd, T, ld, err);
+            else
+                rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd, Jd,
+                                           T, ld, err);
             break;
         case BA_ATTN_COUPLING:
             /* With h = 0 the weights depend only on the number of visible keys,
-             * not on the query's content: one system per row, shared by all b. */
+             * not on the query's content: one system per row, shared by all b.
+             * Sampled, that is one set of shots per row for the whole batch. */
             copy_couplings(s, hh, J, Jd);
-            rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL, Jd, T,
-                                       ld, err);
+            if (sampled)
+                rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 1, T, NULL,
+                                        Jd, T, ld, err);
+            else
+                rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL, Jd,
+                                           T, ld, err);
             for (int b = 1; b < B && rc == BA_OK; b++)
                 memcpy(ld + (size_t)b * T * T, ld, sizeof(double) * T * T);
             break;
@@ -307,9 +325,13 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate attention workspace (B=%d, T=%d)", B,
                        T);
     }
-    int rc = BA_OK;
+    int rc = BA_OK, sampled = is_sampled(s);
+    if (sampled && !s->sctx)
+        rc = ba_fail(err, BA_ERR_ARG, "sampled attention needs the sample contexts of its forward");
     for (int hh = 0; hh < H && rc == BA_OK; hh++) {
-        if (s->attn == BA_ATTN_SIGMOID || s->attn == BA_ATTN_BOLTZMANN)
+        /* the fields enter the sigmoid derivative and the exact engine; the
+         * sampled backward needs only the shots */
+        if (s->attn == BA_ATTN_SIGMOID || (s->attn == BA_ATTN_BOLTZMANN && !sampled))
             compute_fields(&g, hh, qkv, hd);
         /* Through y = a v and the row softmax: da_ij = dy_i . v_j,
          * dv_j += a_ij dy_i, dl_ij = a_ij (da_ij - sum_l a_il da_il). */
@@ -333,7 +355,9 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
                 }
                 if (is_ising(s->attn)) {
                     /* l = log w with w = (1+m)/2, a = w/S: dL/dm_j =
-                     * (da_j - adot) / (2 S), S = exp(logsumexp_j l_j). */
+                     * (da_j - adot) / (2 S), S = exp(logsumexp_j l_j).
+                     * Sampled, ba_sampled_backward rescales this to its
+                     * estimator's dw/dm^. */
                     double mx = -INFINITY, z = 0.0;
                     for (int j = 0; j <= i; j++)
                         mx = l[j] > mx ? l[j] : mx;
@@ -357,16 +381,22 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
             memset(dJd, 0, sizeof(double) * (size_t)T * T);
             if (s->attn == BA_ATTN_BOLTZMANN) {
                 memset(dh, 0, sizeof(double) * btt);
-                rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd, Jd, T,
-                                            gd, dh, dJd, err);
+                if (sampled)
+                    rc = ba_sampled_backward(s->sctx[hh], s->sampler, B, T, gd, dh, dJd, T, err);
+                else
+                    rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd,
+                                                Jd, T, gd, dh, dJd, err);
             } else {
                 /* Covariances are linear in g and every batch element shares
                  * the same system, so sum g over b and solve once. */
                 for (int b = 1; b < B; b++)
                     for (size_t q = 0; q < (size_t)T * T; q++)
                         gd[q] += gd[(size_t)b * T * T + q];
-                rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL, Jd,
-                                            T, gd, NULL, dJd, err);
+                if (sampled)
+                    rc = ba_sampled_backward(s->sctx[hh], s->sampler, 1, T, gd, NULL, dJd, T, err);
+                else
+                    rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL,
+                                                Jd, T, gd, NULL, dJd, err);
             }
             if (rc)
                 break;

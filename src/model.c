@@ -67,6 +67,8 @@ struct ba_model {
     size_t goff[NUM_G];
     int *inputs, *targets; /* (B,T) copies of the last batch */
     ba_engine_ctx **ectx;  /* (L*H) engine state of each attention head */
+    ba_sample_ctx **sctx;  /* (L*H) shots of each head's last sampled forward */
+    ba_rng srng;           /* the sampler RNG (ba_model_sampler_rng) */
     long n_targets;
     int has_targets;
 };
@@ -196,7 +198,21 @@ int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
             ba_model_free(m);
             return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine contexts");
         }
+        /* Sample contexts exist whatever the sampler, since
+         * ba_model_set_sampler may switch to one later; empty ones are a
+         * few bytes. */
+        m->sctx = calloc(nctx, sizeof *m->sctx);
+        for (size_t i = 0; m->sctx && i < nctx; i++)
+            if (!(m->sctx[i] = ba_sample_ctx_new())) {
+                ba_model_free(m);
+                return ba_fail(err, BA_ERR_NOMEM, "cannot allocate sample contexts");
+            }
+        if (!m->sctx) {
+            ba_model_free(m);
+            return ba_fail(err, BA_ERR_NOMEM, "cannot allocate sample contexts");
+        }
     }
+    ba_rng_seed(&m->srng, BA_SAMPLER_RNG_DEFAULT_SEED);
     /* LayerNorm gains start at 1 so a fresh model is a well-defined identity
      * normaliser even before ba_model_init_weights. */
     ba_real *p = m->mem;
@@ -216,6 +232,10 @@ void ba_model_free(ba_model *m)
         for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++)
             ba_engine_ctx_free(m->ectx[i]);
     free(m->ectx);
+    if (m->sctx)
+        for (int i = 0; i < m->cfg.n_layer * m->cfg.n_head; i++)
+            ba_sample_ctx_free(m->sctx[i]);
+    free(m->sctx);
     free(m->mem);
     free(m->tensors);
     free(m->acts);
@@ -233,6 +253,22 @@ ba_real *ba_model_adam_m(ba_model *m) { return m->mem + 2 * m->nparams; }
 ba_real *ba_model_adam_v(ba_model *m) { return m->mem + 3 * m->nparams; }
 long ba_model_step_count(const ba_model *m) { return m->step; }
 void ba_model_set_step_count(ba_model *m, long t) { m->step = t; }
+ba_rng *ba_model_sampler_rng(ba_model *m) { return &m->srng; }
+
+int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err)
+{
+    if (!m || !s)
+        return ba_fail(err, BA_ERR_ARG, "ba_model_set_sampler: model and sampler are required");
+    ba_config c = m->cfg;
+    c.sampler = *s;
+    int rc = ba_config_validate(&c, err);
+    if (rc)
+        return rc;
+    m->cfg.sampler = *s;
+    /* The saved activations (and shots) belong to the old sampler. */
+    m->has_targets = 0;
+    return BA_OK;
+}
 
 void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
 {
@@ -518,10 +554,12 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
         for (int k = 0; k < C; k++)
             enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + pos[(i % T) * C + k];
 
-    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL};
+    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL, &c->sampler, NULL,
+                        &m->srng};
     const ba_real *x = enc;
     for (int l = 0; l < L; l++) {
         as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
+        as.sctx = m->sctx ? m->sctx + (size_t)l * H : NULL;
         ba_real *ln1 = ACT(A_LN1) + l * NC, *qkv = ACT(A_QKV) + l * NC * 3;
         ba_real *atty = ACT(A_ATTY) + l * NC, *attp = ACT(A_ATTPROJ) + l * NC;
         ba_real *res2 = ACT(A_RES2) + l * NC;
@@ -627,7 +665,8 @@ int ba_model_backward(ba_model *m, char *err)
     ba_layernorm_backward(dx, GRAD(P_LNFW), GRAD(P_LNFB), dln, xlast, PAR(P_LNFW), ACT(A_LNFM),
                           ACT(A_LNFR), (int)N, C);
 
-    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL};
+    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL, &c->sampler, NULL,
+                        NULL};
     size_t JL = (size_t)H * c->block_size * c->block_size;
     /* dx holds dL/d(residual stream) at the output of layer l on entry and at
      * its input on exit: each residual add passes it through unchanged and
@@ -659,6 +698,7 @@ int ba_model_backward(ba_model *m, char *err)
         const ba_real *J = m->psize[P_J] ? PAR(P_J) + l * JL : NULL;
         ba_real *dJ = m->psize[P_J] ? GRAD(P_J) + l * JL : NULL;
         as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
+        as.sctx = m->sctx ? m->sctx + (size_t)l * H : NULL;
         rc = ba_attention_backward(&as, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3, J,
                                    ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, err);
         if (rc == BA_ERR_NUMERIC) {
@@ -838,6 +878,9 @@ int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_
     double loss_sum = 0.0;
     long targets = 0, correct = 0;
     int rc = BA_OK;
+    /* A fixed stream for the shots of a sampled model, restored after. */
+    ba_rng saved = m->srng;
+    ba_rng_seed(&m->srng, BA_EVAL_SAMPLER_SEED);
     for (int start = 0; start < n && rc == BA_OK; start += B) {
         int bs = n - start < B ? n - start : B;
         for (int k = 0; k < bs; k++) {
@@ -865,6 +908,7 @@ int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_
         }
     }
     free(in), free(tg);
+    m->srng = saved;
     if (rc)
         return rc;
     res->n_items = n;

@@ -165,6 +165,7 @@ ba_config ba_config_default(ba_task task, ba_attn attn, int block_size)
     c.kinds = 1;
     c.n_heldout = 2000;
     c.data_seed = 1234;
+    c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
     return c;
 }
 
@@ -208,7 +209,26 @@ int ba_config_validate(const ba_config *c, char *err)
             return ba_fail(err, BA_ERR_ARG, "vocab_size = %d must be 2*kinds = %d for brackets",
                            c->vocab_size, 2 * c->kinds);
     }
-    if (c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING) {
+    int ising = c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING;
+    char why[BA_ERR_LEN];
+    if (ba_sampler_validate(&c->sampler, why))
+        return ba_fail(err, BA_ERR_ARG, "sampler: %s", why);
+    if (c->sampler.kind != BA_SAMPLER_EXACT && !ising)
+        return ba_fail(err, BA_ERR_ARG,
+                       "the %s sampler applies to boltzmann and coupling attention only, not %s",
+                       ba_sampler_name(c->sampler.kind), ba_attn_name(c->attn));
+    if (ising && c->sampler.kind != BA_SAMPLER_EXACT) {
+        /* Sampled attention never enumerates in the engine: the sampler's
+         * own limit (a state is one 64-bit word; direct and dqa enumerate
+         * 2^T amplitudes) is the only one. */
+        int lim = ba_sampler_max_spins(c->sampler.kind);
+        if (c->block_size > lim)
+            return ba_fail(err, BA_ERR_LIMIT,
+                           "T = %d is too large for %s attention with the %s sampler, which "
+                           "accepts T <= %d",
+                           c->block_size, ba_attn_name(c->attn),
+                           ba_sampler_name(c->sampler.kind), lim);
+    } else if (ising) {
         int lim = ba_engine_max_spins(c->engine);
         if (c->block_size > lim && c->engine == BA_ENGINE_FAST)
             return ba_fail(err, BA_ERR_LIMIT,

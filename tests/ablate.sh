@@ -20,8 +20,8 @@ check "csv header" 'head -1 "$G/results.csv" | grep -q "^task,variant,T,C,ffn,se
 check "summary has both variants" 'grep -q "| softmax | 2 |" "$G/summary.md" && grep -q "| boltzmann | 2 |" "$G/summary.md"'
 check "summary names held-out size" 'grep -q "Held-out set: 4 sequences" "$G/summary.md"'
 check "json has 4 runs" '[ "$(grep -c "\"variant\"" "$G/results.json")" = 4 ]'
-check "effects.csv: header and one row per variant" '[ "$(head -1 "$G/effects.csv")" = "task,T,C,ffn,variant,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper" ] && [ "$(tail -n +2 "$G/effects.csv" | wc -l)" = 2 ]'
-check "effects.csv: softmax has no effect, boltzmann two pairs" 'grep -q "^brackets,6,8,1,softmax,2,2,[0-9.]*,[0-9.e-]*,0,,,,points,$" "$G/effects.csv" && grep -q "^brackets,6,8,1,boltzmann,2,2,.*,2,[-0-9.e]*,[-0-9.e]*,[-0-9.e]*,points,$" "$G/effects.csv"'
+check "effects.csv: header and one row per variant" '[ "$(head -1 "$G/effects.csv")" = "task,T,C,ffn,variant,sampler,shots,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper" ] && [ "$(tail -n +2 "$G/effects.csv" | wc -l)" = 2 ]'
+check "effects.csv: softmax has no effect, boltzmann two pairs" 'grep -q "^brackets,6,8,1,softmax,exact,0,2,2,[0-9.]*,[0-9.e-]*,0,,,,points,$" "$G/effects.csv" && grep -q "^brackets,6,8,1,boltzmann,exact,0,2,2,.*,2,[-0-9.e]*,[-0-9.e]*,[-0-9.e]*,points,$" "$G/effects.csv"'
 # the report is generated from these files
 mkdir -p "$TMP/rep" && cp -r "$G" "$TMP/rep/brackets"
 bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report.md" 2>"$TMP/report.err"
@@ -55,15 +55,33 @@ check "3 rows after removal" '[ "$(tail -n +2 "$G/results.csv" | wc -l)" = 3 ]'
 check "missing seed marked" 'grep -q "| boltzmann | 1 of 2 (missing seeds 2) |" "$G/summary.md"'
 check "effect from one pair has no interval" 'grep -q "one pair, no interval" "$G/summary.md"'
 
+# sampled cells join the grid: the exact cells keep their names (so the grid
+# above counts as finished), only boltzmann gets sampled cells, named with a
+# -KIND-S<shots> suffix, and softmax stays the reference of the effects
+"$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 --dqa-tau 2 >"$TMP/out3" 2>"$TMP/err3"
+check "sampled grid: dqa option without dqa is exit 2" '[ $? = 2 ] && grep -q "dqa-tau applies to the dqa sampler only" "$TMP/err3"'
+"$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 >"$TMP/out3" 2>"$TMP/err3"
+check "sampled grid exits 0" '[ $? = 0 ]'
+check "sampled grid: 8 runs, 3 finished (exact names unchanged)" 'grep -q "8 runs in the grid, 3 already finished" "$TMP/err3"'
+check "sampled cell names" '[ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s1-direct-S8/result.json" ] && [ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s2-direct-S16/result.json" ]'
+check "no sampled softmax cells" '! ls "$G/runs" | grep -q "softmax-s.-direct"'
+check "csv has sampler and shots columns" 'head -1 "$G/results.csv" | grep -q ",wall_s,sampler,shots,exact_value$"'
+check "exact rows: sampler exact, shots 0" '[ "$(grep -c ",exact,0,$" "$G/results.csv")" = 4 ]'
+check "sampled rows: direct with their shots and an exact value" '[ "$(grep -c ",direct,8,0\.[0-9]*$" "$G/results.csv")" = 2 ] && [ "$(grep -c ",direct,16,0\.[0-9]*$" "$G/results.csv")" = 2 ]'
+check "json rows carry sampler and shots" '[ "$(grep -c "\"sampler\":" "$G/results.json")" = 8 ] && grep -q "\"shots\":\s*16" "$G/results.json"'
+check "summary rows of the sampled variants" 'grep -q "| boltzmann (direct, S=8) | 2 | .*(exact inference" "$G/summary.md" && grep -q "| boltzmann (direct, S=16) | 2 |" "$G/summary.md" && grep -q "| softmax | 2 | .*(reference)" "$G/summary.md"'
+"$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 >"$TMP/out4" 2>"$TMP/err4"
+check "sampled grid resumes complete" 'grep -q "8 runs in the grid, 8 already finished" "$TMP/err4"'
+
 # a cell stopped mid-run (SIGTERM: it saves and exits 1) continues from its
 # save point and ends exactly where an uninterrupted run ends
 L=(--task brackets --attn softmax --T 6 --embd 8 --seeds 1 --steps 6000 --batch 16 --eval-every 0 --save-every 100)
-timeout --preserve-status -s TERM 0.5 "$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err3"
+timeout --preserve-status -s TERM 0.5 "$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err5"
 check "stopped cell exits 1" '[ $? = 1 ]'
 check "stopped cell left a state" '[ -f "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/state.safetensors" ]'
-"$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err4"
+"$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err6"
 check "continued cell exits 0" '[ $? = 0 ]'
-check "cell continues from its save point" 'grep -q "brackets-T6-C8-ffn1-softmax-s1 continues from its last save point" "$TMP/err4"'
+check "cell continues from its save point" 'grep -q "brackets-T6-C8-ffn1-softmax-s1 continues from its last save point" "$TMP/err6"'
 "$BIN" ablate "${L[@]}" --out "$TMP/whole" >/dev/null 2>&1
 check "continued cell equals an uninterrupted one" 'diff <(cut -d, -f1-14 "$TMP/long/results.csv") <(cut -d, -f1-14 "$TMP/whole/results.csv") >/dev/null'
 check "continued model is bit-identical" 'cmp -s "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors" "$TMP/whole/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors"'
@@ -77,6 +95,20 @@ check "bad list is exit 2" '[ $? = 2 ]'
 check "duplicate variant is exit 2" '[ $? = 2 ]'
 "$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --T 30 >/dev/null 2>&1
 check "T beyond the engine is exit 2" '[ $? = 2 ]'
+
+"$BIN" ablate --task brackets --out "$TMP/x" --attn softmax --sampler direct >/dev/null 2>&1
+check "sampler without boltzmann/coupling is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --shots 16 >/dev/null 2>&1
+check "shots without a sampler is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler direct,direct >/dev/null 2>&1
+check "duplicate sampler is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler direct --shots 0 >/dev/null 2>&1
+check "shots out of range is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler direct --T 30 >/dev/null 2>&1
+check "T beyond the sampler is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler gibbs --shots 4 >/dev/null 2>&1
+check "gibbs chains above the shots is exit 2" '[ $? = 2 ]'
+[ ! -e "$TMP/x" ] && pass=$((pass + 1)) || { failed=$((failed + 1)); echo "FAIL: a refused grid created its directory"; }
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

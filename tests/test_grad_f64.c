@@ -208,7 +208,7 @@ static void check_attention(ba_attn attn, int T, int Tmax)
             for (int k = j + 1; k < Tmax; k++)
                 J[((size_t)h * Tmax + j) * Tmax + k] = 0.7 * ba_rng_normal(&r);
     fill_normal(&r, wts, nout, 1.0);
-    att_ctx c = {{attn, BA_ENGINE_REFERENCE, B, T, C, H, Tmax, NULL}, qkv, J, out, att, pre, wts};
+    att_ctx c = {{attn, BA_ENGINE_REFERENCE, B, T, C, H, Tmax, NULL, NULL, NULL, NULL}, qkv, J, out, att, pre, wts};
     att_loss(&c);
     /* rows of a sum to 1 and nothing leaks above the diagonal */
     for (size_t row = 0; row < (size_t)B * H * T; row++) {

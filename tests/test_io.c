@@ -517,6 +517,25 @@ static void test_st_write_errors(void **state)
 
 /* ------------------------------------------------------ config JSON */
 
+/* Every field for a sampled kind; the kind alone for exact (the config
+ * stores no parameters for it). */
+static void assert_sampler_equal(const ba_sampler *a, const ba_sampler *b)
+{
+    assert_int_equal(a->kind, b->kind);
+    if (a->kind == BA_SAMPLER_EXACT)
+        return;
+    assert_int_equal(a->shots, b->shots);
+    assert_true(a->beta_assumed == b->beta_assumed);
+    assert_true(a->tau == b->tau && a->gamma == b->gamma && a->lambda == b->lambda);
+    assert_int_equal(a->trotter_steps, b->trotter_steps);
+    assert_int_equal(a->order, b->order);
+    assert_int_equal(a->chains, b->chains);
+    assert_int_equal(a->burnin, b->burnin);
+    assert_int_equal(a->thin, b->thin);
+    assert_int_equal(a->sweeps, b->sweeps);
+    assert_true(a->beta0 == b->beta0);
+}
+
 static void assert_config_equal(const ba_config *a, const ba_config *b)
 {
     assert_int_equal(a->task, b->task);
@@ -532,6 +551,7 @@ static void assert_config_equal(const ba_config *a, const ba_config *b)
     assert_int_equal(a->kinds, b->kinds);
     assert_int_equal(a->n_heldout, b->n_heldout);
     assert_true(a->data_seed == b->data_seed);
+    assert_sampler_equal(&a->sampler, &b->sampler);
     if (a->task == BA_TASK_CHARLM)
         assert_memory_equal(a->vocab, b->vocab, (size_t)a->vocab_size);
 }
@@ -710,6 +730,95 @@ static void test_config_errors(void **state)
     assert_int_equal(ba_config_from_json(NULL, &r, err), BA_ERR_ARG);
     assert_int_equal(ba_config_from_json("{}", NULL, err), BA_ERR_ARG);
     assert_int_equal(ba_config_from_json("{}", &r, NULL), BA_ERR_FORMAT);
+}
+
+/* The sampler in the config: every field of every kind round-trips
+ * exactly (doubles too), a config without "sampler" (written before
+ * samplers existed) reads as exact, and bad values are BA_ERR_FORMAT
+ * naming the field. */
+static void test_config_sampler(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN] = "";
+    ba_config c = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 8), r;
+    c.vocab_size = 2, c.out_size = 8;
+    char *j = ba_config_to_json(&c);
+    assert_non_null(strstr(j, "\"sampler\":{\"kind\":\"exact\"}"));
+    free(j);
+    for (int k = BA_SAMPLER_DIRECT; k <= BA_SAMPLER_SA; k++) {
+        c.sampler = ba_sampler_default((ba_sampler_kind)k);
+        /* values away from the defaults, doubles that need 17 digits */
+        c.sampler.shots = 777 + k;
+        c.sampler.beta_assumed = 0.1 + k / 3.0;
+        c.sampler.tau = 2.0 / 3.0, c.sampler.gamma = 1.0 / 7.0, c.sampler.lambda = M_PI;
+        c.sampler.trotter_steps = 123, c.sampler.order = 1;
+        c.sampler.chains = 7, c.sampler.burnin = 0, c.sampler.thin = 3;
+        c.sampler.sweeps = 55, c.sampler.beta0 = 0.3;
+        j = ba_config_to_json(&c);
+        assert_non_null(j);
+        memset(&r, 0x5a, sizeof r);
+        if (ba_config_from_json(j, &r, err) != BA_OK)
+            fail_msg("%s: %s", j, err);
+        assert_config_equal(&c, &r);
+        free(j);
+    }
+    /* no "sampler": exact */
+    c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
+    j = ba_config_to_json(&c);
+    char *at = strstr(j, ",\"sampler\":{\"kind\":\"exact\"}");
+    assert_non_null(at);
+    memmove(at, at + strlen(",\"sampler\":{\"kind\":\"exact\"}"),
+            strlen(at + strlen(",\"sampler\":{\"kind\":\"exact\"}")) + 1);
+    assert_null(strstr(j, "sampler"));
+    r.sampler.kind = BA_SAMPLER_GIBBS;
+    assert_int_equal(ba_config_from_json(j, &r, err), BA_OK);
+    assert_int_equal(r.sampler.kind, BA_SAMPLER_EXACT);
+    free(j);
+
+    /* parameters left out take the kind's defaults */
+    const char *base = "{\"task\":\"brackets\",\"attn\":\"coupling\",\"n_layer\":1,"
+                       "\"n_head\":1,\"n_embd\":8,\"block_size\":40,\"vocab_size\":2,"
+                       "\"out_size\":40,\"ffn\":true,\"sampler\":";
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s{\"kind\":\"gibbs\",\"shots\":64}}", base);
+    assert_int_equal(ba_config_from_json(buf, &r, err), BA_OK);
+    ba_sampler d = ba_sampler_default(BA_SAMPLER_GIBBS);
+    d.shots = 64;
+    assert_sampler_equal(&r.sampler, &d);
+    assert_int_equal(r.block_size, 40); /* gibbs goes beyond the engine's 26 */
+
+    static const struct {
+        const char *sampler, *msg;
+    } bad[] = {
+        {"[]", "'sampler' is an array, expected an object"},
+        {"{}", "'sampler.kind' is missing"},
+        {"{\"kind\":3}", "'sampler.kind' is a number, expected a string"},
+        {"{\"kind\":\"quantum\"}", "'sampler.kind': unknown sampler 'quantum'"},
+        {"{\"kind\":\"gibbs\",\"shots\":\"64\"}", "'sampler.shots' is a string"},
+        {"{\"kind\":\"gibbs\",\"shots\":6.5}", "'sampler.shots' = 6.5 is not an int"},
+        {"{\"kind\":\"gibbs\",\"shots\":0}", "'sampler': shots = 0"},
+        {"{\"kind\":\"gibbs\",\"chains\":9,\"shots\":4}", "'sampler': gibbs chains = 9"},
+        {"{\"kind\":\"sa\",\"beta0\":null}", "'sampler.beta0' is null"},
+        {"{\"kind\":\"sa\",\"beta0\":2}", "'sampler': sa beta0 = 2"},
+        {"{\"kind\":\"dqa\",\"order\":3}", "'sampler': dqa order = 3"},
+        {"{\"kind\":\"direct\",\"beta_assumed\":-1}", "'sampler': beta_assumed = -1"},
+        {"{\"kind\":\"direct\"}", "T = 40 is too large for coupling attention with the direct"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(buf, sizeof buf, "%s%s}", base, bad[i].sampler);
+        int rc = ba_config_from_json(buf, &r, err);
+        int want = i + 1 < sizeof bad / sizeof bad[0] ? BA_ERR_FORMAT : BA_ERR_LIMIT;
+        if (rc != want || !strstr(err, bad[i].msg))
+            fail_msg("sampler %s: expected %d with '%s', got %d: %s", bad[i].sampler, want,
+                     bad[i].msg, rc, err);
+    }
+    /* a sampler for softmax: ba_config_validate's verdict */
+    snprintf(buf, sizeof buf,
+             "{\"task\":\"brackets\",\"attn\":\"softmax\",\"n_layer\":1,\"n_head\":1,"
+             "\"n_embd\":8,\"block_size\":8,\"vocab_size\":2,\"out_size\":8,\"ffn\":true,"
+             "\"sampler\":{\"kind\":\"direct\"}}");
+    assert_int_equal(ba_config_from_json(buf, &r, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "boltzmann and coupling attention only"));
 }
 
 /* ---------------------------------------------------------- batches */
@@ -996,6 +1105,36 @@ static void test_checkpoint_corrupt(void **state)
     rewrite(p, q, NULL, 'c', j);
     expect_load_fail(q, BA_ERR_LIMIT, "T = 30");
     free(j);
+    /* A sampler in the config travels with the checkpoint; one without
+     * the key (written before samplers existed) loads as exact; a bad one
+     * is named. */
+    c = *ba_model_config(m);
+    c.sampler = ba_sampler_default(BA_SAMPLER_SA);
+    c.sampler.shots = 99, c.sampler.beta0 = 0.25;
+    j = ba_config_to_json(&c);
+    rewrite(p, q, NULL, 'c', j);
+    free(j);
+    assert_int_equal(ba_checkpoint_load(q, &r, err), BA_OK);
+    assert_config_equal(ba_model_config(r), &c);
+    ba_model_free(r);
+    c = *ba_model_config(m);
+    j = ba_config_to_json(&c);
+    char *cut = strstr(j, ",\"sampler\":");
+    assert_non_null(cut);
+    strcpy(cut, "}");
+    rewrite(p, q, NULL, 'c', j);
+    free(j);
+    assert_int_equal(ba_checkpoint_load(q, &r, err), BA_OK);
+    assert_int_equal(ba_model_config(r)->sampler.kind, BA_SAMPLER_EXACT);
+    ba_model_free(r);
+    j = ba_config_to_json(&c);
+    cut = strstr(j, ",\"sampler\":");
+    char bad[4096];
+    snprintf(bad, sizeof bad, "%.*s,\"sampler\":{\"kind\":\"sa\",\"sweeps\":-3}}",
+             (int)(cut - j), j);
+    free(j);
+    rewrite(p, q, NULL, 'c', bad);
+    expect_load_fail(q, BA_ERR_FORMAT, "config field 'sampler': sa sweeps = -3");
     rewrite(p, q, NULL, 'c', "{\"task\":\"brackets\"}");
     expect_load_fail(q, BA_ERR_FORMAT, "checkpoint config: config field 'attn' is missing");
     rewrite(p, q, NULL, 'c', "not json");
@@ -1078,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_st_write_errors),
         cmocka_unit_test(test_config_roundtrip),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_sampler),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_checkpoint_roundtrip),
         cmocka_unit_test(test_checkpoint_corrupt),

@@ -1,6 +1,7 @@
 /* boltzattn ablate: the grid of attention variants x T x widths x FFN x
- * seeds, trained with identical settings and data order per seed, resumable,
- * summarised with paired confidence intervals against softmax. */
+ * seeds (x samplers x shots for boltzmann and coupling), trained with
+ * identical settings and data order per seed, resumable, summarised with
+ * paired confidence intervals against softmax. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -45,14 +46,28 @@ static opt ablate_opts[] = {
     {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
     {"out", "DIR", NULL, "grid directory (required); finished cells there are kept", 0, 0},
     {"summary-only", NULL, NULL, "train nothing: rewrite results and summary from DIR", 0, 0},
+    {"sampler", "LIST", "exact",
+     "samplers of the boltzmann/coupling cells: exact,direct,dqa,gibbs,sa (sampled cells are "
+     "named ...-KIND-S<shots>)", 0, 0},
+    {"shots", "LIST", NULL, "shots of the sampled cells", 0, 0},
+    SAMPLER_PARAM_OPTS,
     {0, 0, 0, 0, 0, 0},
 };
 static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
                                    ablate_opts};
 
+/* One arm of the comparison: a variant with its sampler (exact, shots 0,
+ * for softmax and sigmoid and for exact boltzmann/coupling). */
+typedef struct {
+    int attn_i;
+    ba_sampler sampler; /* kind and shots from the lists, the rest from the options */
+} arm;
+
+#define MAX_ARMS (4 * (1 + 4 * MAX_LIST))
+
 /* One finished (or missing) run of the grid. */
 typedef struct {
-    int attn_i, T, C, ffn;
+    int arm_i, T, C, ffn;
     uint64_t seed;
     int done;
     long steps;
@@ -60,18 +75,24 @@ typedef struct {
     double val_loss, val_ppl, val_acc, wall_s;
     int items;
     long targets;
+    /* a sampled run evaluated with exact inference too */
+    int has_exact;
+    double exact_value, exact_val_loss, exact_val_ppl, exact_val_acc;
 } cell;
 
 typedef struct {
     ba_task task;
-    int nattn, nT, nC, nffn, nseeds;
+    int nattn, nT, nC, nffn, nseeds, narms;
     ba_attn attn[MAX_LIST];
+    arm arms[MAX_ARMS];
     int T[MAX_LIST], C[MAX_LIST], ffn[2];
     uint64_t seed0;
     const char *dir;
-    cell *cells; /* nT x nC x nffn x nseeds x nattn */
+    cell *cells; /* nT x nC x nffn x nseeds x narms */
     int ncells;
 } grid;
+
+static int arm_sampled(const arm *a) { return a->sampler.kind != BA_SAMPLER_EXACT; }
 
 static int parse_int_list(const char *cmd, const char *name, const char *s, int lo, int hi,
                           int *out, int *n)
@@ -97,10 +118,28 @@ static int parse_int_list(const char *cmd, const char *name, const char *s, int 
     return 0;
 }
 
+/* Exact cells keep the names they always had (grids resume by name);
+ * sampled ones add -KIND-S<shots>. */
 static void cell_name(const grid *g, const cell *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s-T%d-C%d-ffn%d-%s-s%llu", ba_task_name(g->task), c->T, c->C, c->ffn,
-             ba_attn_name(g->attn[c->attn_i]), (unsigned long long)c->seed);
+    const arm *a = &g->arms[c->arm_i];
+    char suffix[48] = "";
+    if (arm_sampled(a))
+        snprintf(suffix, sizeof suffix, "-%s-S%d", ba_sampler_name(a->sampler.kind),
+                 a->sampler.shots);
+    snprintf(buf, n, "%s-T%d-C%d-ffn%d-%s-s%llu%s", ba_task_name(g->task), c->T, c->C, c->ffn,
+             ba_attn_name(g->attn[a->attn_i]), (unsigned long long)c->seed, suffix);
+}
+
+/* The arm's row label: the variant, with its sampler when sampled. */
+static void arm_label(const grid *g, const arm *a, char *buf, size_t n)
+{
+    char d[96];
+    sampler_desc(&a->sampler, d, sizeof d);
+    if (arm_sampled(a))
+        snprintf(buf, n, "%s (%s)", ba_attn_name(g->attn[a->attn_i]), d);
+    else
+        snprintf(buf, n, "%s", ba_attn_name(g->attn[a->attn_i]));
 }
 
 /* Reads DIR/runs/<cell>/result.json if a finished run left it. */
@@ -128,11 +167,24 @@ static void load_cell(const grid *g, cell *c)
         if (ok)
             v[i] = x->valuedouble;
     }
+    const char *xkeys[] = {"exact_value", "exact_val_loss", "exact_val_ppl", "exact_val_acc"};
+    double xv[4];
+    int has_exact = ok;
+    for (int i = 0; has_exact && i < 4; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, xkeys[i]);
+        has_exact = cJSON_IsNumber(x);
+        if (has_exact)
+            xv[i] = x->valuedouble;
+    }
     cJSON_Delete(o);
     if (!ok)
         return; /* a torn or foreign file: the cell is run again */
     c->steps = (long)v[0], c->value = v[1], c->val_loss = v[2], c->val_ppl = v[3];
     c->val_acc = v[4], c->wall_s = v[5], c->items = (int)v[6], c->targets = (long)v[7];
+    c->has_exact = has_exact;
+    if (has_exact)
+        c->exact_value = xv[0], c->exact_val_loss = xv[1], c->exact_val_ppl = xv[2],
+        c->exact_val_acc = xv[3];
     c->done = 1;
 }
 
@@ -164,8 +216,11 @@ static cJSON *cell_json(const grid *g, const cell *c)
     cJSON *o = cJSON_CreateObject();
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+    const arm *a = &g->arms[c->arm_i];
     cJSON_AddStringToObject(o, "task", ba_task_name(g->task));
-    cJSON_AddStringToObject(o, "variant", ba_attn_name(g->attn[c->attn_i]));
+    cJSON_AddStringToObject(o, "variant", ba_attn_name(g->attn[a->attn_i]));
+    cJSON_AddStringToObject(o, "sampler", ba_sampler_name(a->sampler.kind));
+    cJSON_AddNumberToObject(o, "shots", arm_sampled(a) ? a->sampler.shots : 0);
     cJSON_AddNumberToObject(o, "T", c->T);
     cJSON_AddNumberToObject(o, "C", c->C);
     cJSON_AddNumberToObject(o, "ffn", c->ffn);
@@ -179,6 +234,12 @@ static cJSON *cell_json(const grid *g, const cell *c)
     cJSON_AddNumberToObject(o, "items", c->items);
     cJSON_AddNumberToObject(o, "targets", (double)c->targets);
     cJSON_AddNumberToObject(o, "wall_s", c->wall_s);
+    if (c->has_exact) {
+        cJSON_AddNumberToObject(o, "exact_value", c->exact_value);
+        cJSON_AddNumberToObject(o, "exact_val_loss", c->exact_val_loss);
+        cJSON_AddNumberToObject(o, "exact_val_ppl", c->exact_val_ppl);
+        cJSON_AddNumberToObject(o, "exact_val_acc", c->exact_val_acc);
+    }
     return o;
 }
 
@@ -238,11 +299,11 @@ static const char *paper_number(ba_task task, ba_attn a, int T, int ffn)
     return NULL;
 }
 
-static const cell *find_cell(const grid *g, int attn_i, int T, int C, int ffn, uint64_t seed)
+static const cell *find_cell(const grid *g, int arm_i, int T, int C, int ffn, uint64_t seed)
 {
     for (int i = 0; i < g->ncells; i++) {
         const cell *c = &g->cells[i];
-        if (c->attn_i == attn_i && c->T == T && c->C == C && c->ffn == ffn && c->seed == seed)
+        if (c->arm_i == arm_i && c->T == T && c->C == C && c->ffn == ffn && c->seed == seed)
             return c;
     }
     return NULL;
@@ -253,6 +314,11 @@ static const cell *find_cell(const grid *g, int attn_i, int T, int C, int ffn, u
 static double shown(const grid *g, const cell *c)
 {
     return g->task == BA_TASK_CHARLM ? c->value : 100.0 * c->value;
+}
+
+static double shown_exact(const grid *g, const cell *c)
+{
+    return g->task == BA_TASK_CHARLM ? c->exact_value : 100.0 * c->exact_value;
 }
 
 /* Paired effect of variant v against softmax on one seed: relative
@@ -268,7 +334,7 @@ static double effect(const grid *g, const cell *v, const cell *s)
  * into ef as effects.csv: one row per (T, C, ffn, variant). */
 static void write_summary(const grid *g, FILE *f, FILE *ef)
 {
-    fprintf(ef, "task,T,C,ffn,variant,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper\n");
+    fprintf(ef, "task,T,C,ffn,variant,sampler,shots,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper\n");
     int bt = g->task == BA_TASK_BRACKETS;
     int done = 0;
     for (int i = 0; i < g->ncells; i++)
@@ -277,18 +343,21 @@ static void write_summary(const grid *g, FILE *f, FILE *ef)
     fprintf(f, "%d of %d runs finished. Metric: %s. Each row: mean ± standard deviation over "
                "seeds; the effect is the paired difference to `softmax` on the same seeds (%s) "
                "with its 95 %% confidence interval (Student t over seeds). Cells with missing "
-               "runs say so; nothing is filled in.\n\n",
+               "runs say so; nothing is filled in. A sampled variant (sampler and shots S in "
+               "parentheses) is trained and evaluated with that sampler; its value is followed "
+               "by the mean of the same weights evaluated with exact inference, where T "
+               "allows.\n\n",
             done, g->ncells,
             bt ? "held-out accuracy (%)" : "validation perplexity",
             bt ? "accuracy points" : "relative perplexity change, negative is better");
     int sm = -1;
-    for (int a = 0; a < g->nattn; a++)
-        if (g->attn[a] == BA_ATTN_SOFTMAX)
+    for (int a = 0; a < g->narms; a++)
+        if (g->attn[g->arms[a].attn_i] == BA_ATTN_SOFTMAX)
             sm = a;
-    double *xs = malloc(sizeof(double) * (size_t)g->nseeds * 2);
+    double *xs = malloc(sizeof(double) * (size_t)g->nseeds * 3);
     if (!xs)
         return;
-    double *ys = xs + g->nseeds;
+    double *ys = xs + g->nseeds, *es = ys + g->nseeds;
     for (int ti = 0; ti < g->nT; ti++)
         for (int ci = 0; ci < g->nC; ci++)
             for (int fi = 0; fi < g->nffn; fi++) {
@@ -310,8 +379,8 @@ static void write_summary(const grid *g, FILE *f, FILE *ef)
                 fprintf(f, "| variant | runs | %s | effect vs softmax (95 %% CI) | paper |\n",
                         bt ? "accuracy %" : "perplexity");
                 fprintf(f, "|---|---|---|---|---|\n");
-                for (int a = 0; a < g->nattn; a++) {
-                    int n = 0, np = 0;
+                for (int a = 0; a < g->narms; a++) {
+                    int n = 0, np = 0, ne = 0;
                     char missing[256] = "";
                     for (int si = 0; si < g->nseeds; si++) {
                         uint64_t seed = g->seed0 + (uint64_t)si;
@@ -319,6 +388,8 @@ static void write_summary(const grid *g, FILE *f, FILE *ef)
                         const cell *s = sm >= 0 ? find_cell(g, sm, T, C, ffn, seed) : NULL;
                         if (c && c->done) {
                             xs[n++] = shown(g, c);
+                            if (c->has_exact)
+                                es[ne++] = shown_exact(g, c);
                             if (s && s->done && a != sm) {
                                 ys[np] = effect(g, c, s);
                                 np++;
@@ -331,13 +402,18 @@ static void write_summary(const grid *g, FILE *f, FILE *ef)
                     }
                     ba_summary m = ba_summarize(xs, n);
                     ba_summary d = ba_summarize(ys, np);
-                    char val[96], eff[128], runs[320];
+                    char val[160], eff[128], runs[320], label[160];
                     if (n == 0)
                         snprintf(val, sizeof val, "missing");
                     else if (n == 1)
                         snprintf(val, sizeof val, "%.2f (one run)", m.mean);
                     else
                         snprintf(val, sizeof val, "%.2f ± %.2f", m.mean, m.sd);
+                    if (ne > 0) {
+                        size_t l = strlen(val);
+                        snprintf(val + l, sizeof val - l, " (exact inference %.2f)",
+                                 ba_summarize(es, ne).mean);
+                    }
                     if (a == sm)
                         snprintf(eff, sizeof eff, "(reference)");
                     else if (np == 0)
@@ -352,12 +428,17 @@ static void write_summary(const grid *g, FILE *f, FILE *ef)
                                  missing);
                     else
                         snprintf(runs, sizeof runs, "%d", n);
-                    const char *paper = paper_number(g->task, g->attn[a], T, ffn);
-                    fprintf(f, "| %s | %s | %s | %s | %s |\n", ba_attn_name(g->attn[a]), runs,
-                            val, eff, paper ? paper : "");
+                    const arm *ar = &g->arms[a];
+                    const char *paper = arm_sampled(ar)
+                                            ? NULL
+                                            : paper_number(g->task, g->attn[ar->attn_i], T, ffn);
+                    arm_label(g, ar, label, sizeof label);
+                    fprintf(f, "| %s | %s | %s | %s | %s |\n", label, runs, val, eff,
+                            paper ? paper : "");
                     /* empty fields where a value does not exist */
-                    fprintf(ef, "%s,%d,%d,%d,%s,%d,%d,", ba_task_name(g->task), T, C, ffn,
-                            ba_attn_name(g->attn[a]), n, g->nseeds);
+                    fprintf(ef, "%s,%d,%d,%d,%s,%s,%d,%d,%d,", ba_task_name(g->task), T, C, ffn,
+                            ba_attn_name(g->attn[ar->attn_i]), ba_sampler_name(ar->sampler.kind),
+                            arm_sampled(ar) ? ar->sampler.shots : 0, n, g->nseeds);
                     if (n > 0)
                         fprintf(ef, "%.6g,", m.mean);
                     else
@@ -396,18 +477,25 @@ static int write_outputs(const grid *g, char *err)
         return -1;
     }
     len = (size_t)snprintf(csv, cap, "task,variant,T,C,ffn,seed,steps,metric,value,val_loss,"
-                                     "val_ppl,val_acc,items,targets,wall_s\n");
+                                     "val_ppl,val_acc,items,targets,wall_s,sampler,shots,"
+                                     "exact_value\n");
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < g->ncells; i++) {
         const cell *c = &g->cells[i];
         if (!c->done)
             continue;
-        char row[512];
-        int n = snprintf(row, sizeof row, "%s,%s,%d,%d,%d,%llu,%ld,%s,%.8g,%.8g,%.8g,%.8g,%d,%ld,%.3f\n",
-                         ba_task_name(g->task), ba_attn_name(g->attn[c->attn_i]), c->T, c->C,
+        const arm *a = &g->arms[c->arm_i];
+        char row[512], xv[32] = "";
+        if (c->has_exact)
+            snprintf(xv, sizeof xv, "%.8g", c->exact_value);
+        int n = snprintf(row, sizeof row,
+                         "%s,%s,%d,%d,%d,%llu,%ld,%s,%.8g,%.8g,%.8g,%.8g,%d,%ld,%.3f,%s,%d,%s\n",
+                         ba_task_name(g->task), ba_attn_name(g->attn[a->attn_i]), c->T, c->C,
                          c->ffn, (unsigned long long)c->seed, c->steps,
                          g->task == BA_TASK_CHARLM ? "val_ppl" : "accuracy", c->value,
-                         c->val_loss, c->val_ppl, c->val_acc, c->items, c->targets, c->wall_s);
+                         c->val_loss, c->val_ppl, c->val_acc, c->items, c->targets, c->wall_s,
+                         ba_sampler_name(a->sampler.kind),
+                         arm_sampled(a) ? a->sampler.shots : 0, xv);
         if (len + (size_t)n + 1 > cap) {
             char *bigger = realloc(csv, cap * 2 + (size_t)n);
             if (!bigger) {
@@ -463,6 +551,7 @@ static int write_outputs(const grid *g, char *err)
 int cmd_ablate(int argc, char **argv)
 {
     const command *c = &ablate_cmd;
+    sampler_opt_defaults(c);
     int rc = parse_opts(c, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -502,6 +591,51 @@ int cmd_ablate(int argc, char **argv)
         (rc = get_int(c, "log-every", 1, INT_MAX, &s.log_every)))
         return rc;
     g.seed0 = (uint64_t)seed0;
+    /* samplers and shots: the arms of the comparison */
+    ba_sampler_kind skinds[8];
+    int nkinds = 0, shots[MAX_LIST], nshots = 0, any_sampled = 0;
+    snprintf(list, sizeof list, "%s", get_str(c, "sampler"));
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (nkinds >= 5)
+            return usage_error(c->cmd, "--sampler: at most 5 samplers");
+        if (ba_sampler_parse(tok, &skinds[nkinds], err))
+            return usage_error(c->cmd, "--sampler: %s", err);
+        for (int i = 0; i < nkinds; i++)
+            if (skinds[i] == skinds[nkinds])
+                return usage_error(c->cmd, "--sampler: '%s' is listed twice", tok);
+        any_sampled |= skinds[nkinds] != BA_SAMPLER_EXACT;
+        nkinds++;
+    }
+    if (nkinds == 0)
+        return usage_error(c->cmd, "--sampler: empty list");
+    if (find_opt(c, "shots")->set && !any_sampled)
+        return usage_error(c->cmd, "--shots needs a sampler other than exact (--sampler)");
+    if ((rc = parse_int_list(c->cmd, "shots", get_str(c, "shots"), 1, 1 << 24, shots, &nshots)) ||
+        (rc = parse_sampler_params(c, skinds, nkinds, 0)))
+        return rc;
+    for (int i = 0; i < nshots; i++)
+        for (int j = 0; j < i; j++)
+            if (shots[i] == shots[j])
+                return usage_error(c->cmd, "--shots: %d is listed twice", shots[i]);
+    int ising_in_grid = 0;
+    for (int a = 0; a < g.nattn; a++) {
+        int ising = g.attn[a] == BA_ATTN_BOLTZMANN || g.attn[a] == BA_ATTN_COUPLING;
+        ising_in_grid |= ising;
+        /* sampling applies to boltzmann and coupling only */
+        for (int k = 0; k < (ising ? nkinds : 1); k++)
+            for (int si = 0; si < (ising && skinds[k] != BA_SAMPLER_EXACT ? nshots : 1); si++) {
+                arm *ar = &g.arms[g.narms++];
+                ar->attn_i = a;
+                ar->sampler = ba_sampler_default(ising ? skinds[k] : BA_SAMPLER_EXACT);
+                if (arm_sampled(ar)) {
+                    apply_sampler_params(c, &ar->sampler, 0);
+                    ar->sampler.shots = shots[si];
+                }
+            }
+    }
+    if (any_sampled && !ising_in_grid)
+        return usage_error(c->cmd, "--sampler: sampling applies to boltzmann and coupling only, "
+                                   "and neither is in --attn");
     ba_engine engine = mo.engine;
     int layers = mo.layers, heads = mo.heads, kinds = mo.kinds, heldout = mo.heldout;
     uint64_t data_seed = mo.data_seed;
@@ -513,8 +647,9 @@ int cmd_ablate(int argc, char **argv)
     /* Every configuration is checked before anything is trained. */
     for (int ti = 0; ti < g.nT; ti++)
         for (int ci = 0; ci < g.nC; ci++)
-            for (int a = 0; a < g.nattn; a++) {
-                ba_config cfg = ba_config_default(g.task, g.attn[a], g.T[ti]);
+            for (int a = 0; a < g.narms; a++) {
+                ba_config cfg = ba_config_default(g.task, g.attn[g.arms[a].attn_i], g.T[ti]);
+                cfg.sampler = g.arms[a].sampler;
                 cfg.engine = engine, cfg.n_layer = layers, cfg.n_head = heads;
                 cfg.n_embd = g.C[ci], cfg.kinds = kinds;
                 cfg.vocab_size = g.task == BA_TASK_BRACKETS ? 2 * kinds : 1;
@@ -522,7 +657,7 @@ int cmd_ablate(int argc, char **argv)
                 if (ba_config_validate(&cfg, err))
                     return usage_error(c->cmd, "%s", err);
             }
-    g.ncells = g.nT * g.nC * g.nffn * g.nseeds * g.nattn;
+    g.ncells = g.nT * g.nC * g.nffn * g.nseeds * g.narms;
     g.cells = calloc((size_t)g.ncells, sizeof(cell));
     if (!g.cells) {
         fprintf(stderr, "%s ablate: out of memory\n", prog);
@@ -533,9 +668,9 @@ int cmd_ablate(int argc, char **argv)
         for (int ci = 0; ci < g.nC; ci++)
             for (int fi = 0; fi < g.nffn; fi++)
                 for (int si = 0; si < g.nseeds; si++)
-                    for (int a = 0; a < g.nattn; a++) {
+                    for (int a = 0; a < g.narms; a++) {
                         cell *x = &g.cells[k++];
-                        x->attn_i = a, x->T = g.T[ti], x->C = g.C[ci], x->ffn = g.ffn[fi];
+                        x->arm_i = a, x->T = g.T[ti], x->C = g.C[ci], x->ffn = g.ffn[fi];
                         x->seed = g.seed0 + (uint64_t)si;
                         load_cell(&g, x);
                     }
@@ -561,7 +696,8 @@ int cmd_ablate(int argc, char **argv)
             cell *x = &g.cells[i];
             if (x->done)
                 continue;
-            ba_config cfg = ba_config_default(g.task, g.attn[x->attn_i], x->T);
+            ba_config cfg = ba_config_default(g.task, g.attn[g.arms[x->arm_i].attn_i], x->T);
+            cfg.sampler = g.arms[x->arm_i].sampler;
             cfg.engine = engine, cfg.n_layer = layers, cfg.n_head = heads, cfg.n_embd = x->C;
             cfg.ffn = x->ffn, cfg.kinds = kinds, cfg.n_heldout = heldout;
             cfg.data_seed = data_seed;
@@ -596,6 +732,12 @@ int cmd_ablate(int argc, char **argv)
             x->val_acc = res.final.accuracy, x->items = res.final.n_items;
             x->targets = res.final.n_targets;
             x->value = g.task == BA_TASK_CHARLM ? res.final.ppl : res.final.accuracy;
+            x->has_exact = res.has_exact;
+            if (res.has_exact) {
+                x->exact_val_loss = res.exact.loss, x->exact_val_ppl = res.exact.ppl;
+                x->exact_val_acc = res.exact.accuracy;
+                x->exact_value = g.task == BA_TASK_CHARLM ? res.exact.ppl : res.exact.accuracy;
+            }
             if (save_cell(&g, x, err) || write_outputs(&g, err)) {
                 code = fail_lib(c->cmd, 0, err, 1);
                 break;

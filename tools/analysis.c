@@ -689,6 +689,7 @@ static int read_results(const char *cmd, const char *path, group **out, int *nou
     static const char *const names[NREQ] = {"task", "variant", "T",      "C",
                                             "ffn",  "seed",    "metric", "value"};
     int col[NREQ], ncol = 0, code = 0, ng = 0, cap = 0;
+    int col_sampler = -1, col_shots = -1; /* optional: sampled rows (ablate --sampler) */
     group *g = NULL;
     char *line = NULL, *fields[65];
     size_t lcap = 0;
@@ -725,6 +726,12 @@ static int read_results(const char *cmd, const char *path, group **out, int *nou
             }
             if (code)
                 break;
+            for (int i = 0; i < n; i++) {
+                if (strcmp(fields[i], "sampler") == 0)
+                    col_sampler = i;
+                if (strcmp(fields[i], "shots") == 0)
+                    col_shots = i;
+            }
             continue;
         }
         if (n != ncol) {
@@ -760,6 +767,20 @@ static int read_results(const char *cmd, const char *path, group **out, int *nou
             break;
         }
         strcpy(k.variant, variant);
+        /* A sampled run is its own variant: VARIANT-KIND-S<shots>. */
+        if (col_sampler >= 0 && strcmp(fields[col_sampler], "exact") != 0 &&
+            fields[col_sampler][0]) {
+            char key[96];
+            snprintf(key, sizeof key, "%s-%s-S%s", variant, fields[col_sampler],
+                     col_shots >= 0 ? fields[col_shots] : "?");
+            if (!plain_token(key, sizeof k.variant)) {
+                fprintf(stderr, "%s %s: %s:%ld: bad sampler '%s' or shots\n", prog, cmd, path,
+                        lineno, fields[col_sampler]);
+                code = 2;
+                break;
+            }
+            strcpy(k.variant, key);
+        }
         const char *want = k.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy";
         if (strcmp(metric, want) != 0) {
             fprintf(stderr, "%s %s: %s:%ld: metric '%s' for task %s, expected '%s'\n", prog,
@@ -895,6 +916,17 @@ static int read_metrics(const char *cmd, const char *path, cpoint **pts, int *np
                 cJSON_IsNumber(C) && C->valuedouble >= 1 && C->valuedouble <= 1e9 &&
                 (cJSON_IsBool(ffn) || cJSON_IsNumber(ffn))) {
                 strcpy(proto.variant, attn->valuestring);
+                /* a sampled run: VARIANT-KIND-S<shots>, as in read_results */
+                const cJSON *sp = cJSON_GetObjectItemCaseSensitive(c, "sampler");
+                const cJSON *kind = cJSON_GetObjectItemCaseSensitive(sp, "kind");
+                const cJSON *shots = cJSON_GetObjectItemCaseSensitive(sp, "shots");
+                char key[96];
+                if (cJSON_IsString(kind) && strcmp(kind->valuestring, "exact") != 0 &&
+                    cJSON_IsNumber(shots) &&
+                    snprintf(key, sizeof key, "%s-%s-S%d", attn->valuestring, kind->valuestring,
+                             (int)shots->valuedouble) > 0 &&
+                    plain_token(key, sizeof proto.variant))
+                    strcpy(proto.variant, key);
                 proto.T = (int)T->valuedouble;
                 proto.C = (int)C->valuedouble;
                 proto.ffn = cJSON_IsBool(ffn) ? cJSON_IsTrue(ffn) : ffn->valuedouble != 0;

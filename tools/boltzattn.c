@@ -37,7 +37,7 @@ static opt train_opts[] = {
      0},
     {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},
     {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},
-    {"out", "DIR", "runs/TASK-ATTN-T<T>-s<SEED>", "output directory", 0, 0},
+    {"out", "DIR", "runs/TASK-ATTN-T<T>[-SAMPLER-S<S>]-s<SEED>", "output directory", 0, 0},
     {"eval-every", "N", "steps/10", "validate every N steps (0 = only at the end)", 0, 0},
     {"save-every", "N", "as --eval-every", "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},
     {"eval-items", "N", "512", "items in periodic validation (the final one uses all)", 0, 0},
@@ -47,17 +47,24 @@ static opt train_opts[] = {
     {"resume", "DIR", NULL,
      "continue the run saved in DIR exactly (its own settings; only --data, --threads and "
      "--quiet may be given)", 0, 0},
+    SAMPLER_OPTS("exact"),
     {0, 0, 0, 0, 0, 0},
 };
 static const command train_cmd = {"train", "--task charlm|brackets [options]", train_opts};
 
-static void report_training(ba_task task, ba_attn attn, int T, const char *outdir,
-                            const train_outcome *res)
+static void report_training(const ba_config *cfg, const char *outdir, const train_outcome *res)
 {
-    printf("%s %s T=%d: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(task),
-           ba_attn_name(attn), T, res->steps_run, res->train_s,
+    char sdesc[96] = "";
+    if (cfg->sampler.kind != BA_SAMPLER_EXACT) {
+        strcpy(sdesc, " sampler ");
+        sampler_desc(&cfg->sampler, sdesc + 9, sizeof sdesc - 9);
+    }
+    printf("%s %s T=%d%s: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(cfg->task),
+           ba_attn_name(cfg->attn), cfg->block_size, sdesc, res->steps_run, res->train_s,
            res->steps_run / fmax(res->train_s, 1e-9));
-    print_eval(stdout, "final", task, &res->final);
+    print_eval(stdout, "final", cfg->task, &res->final);
+    if (res->has_exact)
+        print_eval(stdout, "final (exact inference)", cfg->task, &res->exact);
     printf("checkpoint: %s/model.safetensors\n", outdir);
 }
 
@@ -98,13 +105,14 @@ static int train_resume(const command *c)
     ba_dataset_free(data);
     free(saved_data);
     if (code == 0)
-        report_training(cfg.task, cfg.attn, cfg.block_size, dir, &res);
+        report_training(&cfg, dir, &res);
     return code;
 }
 
 static int cmd_train(int argc, char **argv)
 {
     const command *c = &train_cmd;
+    sampler_opt_defaults(c);
     int rc = parse_opts(c, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -125,8 +133,12 @@ static int cmd_train(int argc, char **argv)
         (rc = get_u64(c, "seed", &s.seed)) ||
         (rc = get_int(c, "log-every", 1, INT_MAX, &s.log_every)))
         return rc;
+    ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT), sampler;
+    if ((rc = parse_sampler_opt(c, &exact, &sampler)))
+        return rc;
 
     ba_config cfg = ba_config_default(task, attn, T);
+    cfg.sampler = sampler;
     cfg.engine = mo.engine;
     cfg.n_layer = mo.layers, cfg.n_head = mo.heads, cfg.n_embd = embd;
     cfg.ffn = !get_flag(c, "no-ffn");
@@ -148,6 +160,10 @@ static int cmd_train(int argc, char **argv)
     char outdir[2048];
     if (find_opt(c, "out")->set)
         snprintf(outdir, sizeof outdir, "%s", get_str(c, "out"));
+    else if (sampler.kind != BA_SAMPLER_EXACT)
+        snprintf(outdir, sizeof outdir, "runs/%s-%s-T%d-%s-S%d-s%llu", ba_task_name(task),
+                 ba_attn_name(attn), T, ba_sampler_name(sampler.kind), sampler.shots,
+                 (unsigned long long)s.seed);
     else
         snprintf(outdir, sizeof outdir, "runs/%s-%s-T%d-s%llu", ba_task_name(task),
                  ba_attn_name(attn), T, (unsigned long long)s.seed);
@@ -162,7 +178,7 @@ static int cmd_train(int argc, char **argv)
     ba_dataset_free(data);
     if (code)
         return code;
-    report_training(task, attn, T, outdir, &res);
+    report_training(&cfg, outdir, &res);
     return 0;
 }
 
@@ -175,6 +191,7 @@ static opt eval_opts[] = {
     {"items", "N", "0 (all)", "evaluate on N evenly spaced items only", 0, 0},
     {"batch", "N", "64", "evaluation batch size", 0, 0},
     {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
+    SAMPLER_OPTS("the checkpoint's"),
     {0, 0, 0, 0, 0, 0},
 };
 static const command eval_cmd = {"eval", "--ckpt FILE [options]", eval_opts};
@@ -227,9 +244,43 @@ static int open_eval_data(const command *c, const ba_config *cfg, ba_dataset **d
     return 0;
 }
 
+/* The evaluation of eval: with the model's sampler, and for a sampled one
+ * also with exact inference where the engine reaches. */
+static int eval_report(const command *c, ba_model *m, const ba_dataset *data, int items,
+                       int batch)
+{
+    char err[BA_ERR_LEN], sdesc[96];
+    const ba_config *cfg = ba_model_config(m);
+    ba_sampler own = cfg->sampler;
+    ba_eval_result r;
+    int st = ba_evaluate(m, data, items, batch, &r, err);
+    if (st)
+        return fail_lib(c->cmd, st, err, input_status(st));
+    sampler_desc(&own, sdesc, sizeof sdesc);
+    printf("%s %s T=%d%s%s%s\n", ba_task_name(cfg->task), ba_attn_name(cfg->attn),
+           cfg->block_size, own.kind ? " (sampler " : "", own.kind ? sdesc : "",
+           own.kind ? ")" : "");
+    print_eval(stdout, "eval", cfg->task, &r);
+    if (own.kind == BA_SAMPLER_EXACT)
+        return 0;
+    int T = cfg->block_size;
+    if (T > ba_engine_max_spins(cfg->engine)) {
+        printf("eval (exact inference): skipped, T = %d is beyond the %s engine's limit of %d\n",
+               T, ba_engine_name(cfg->engine), ba_engine_max_spins(cfg->engine));
+        return 0;
+    }
+    ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    if ((st = ba_model_set_sampler(m, &exact, err)) ||
+        (st = ba_evaluate(m, data, items, batch, &r, err)))
+        return fail_lib(c->cmd, st, err, 1);
+    print_eval(stdout, "eval (exact inference)", ba_model_config(m)->task, &r);
+    return 0;
+}
+
 static int cmd_eval(int argc, char **argv)
 {
     const command *c = &eval_cmd;
+    sampler_opt_defaults(c);
     int rc = parse_opts(c, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -246,23 +297,26 @@ static int cmd_eval(int argc, char **argv)
     if ((rc = load_model(c, &m, err)))
         return rc;
     const ba_config *cfg = ba_model_config(m);
+    /* --sampler and its options: the checkpoint's own sampler unless told */
+    ba_sampler sampler;
+    if ((rc = parse_sampler_opt(c, &cfg->sampler, &sampler))) {
+        ba_model_free(m);
+        return rc;
+    }
+    int st = ba_model_set_sampler(m, &sampler, err);
+    if (st) {
+        ba_model_free(m);
+        return usage_error(c->cmd, "--sampler: %s", err);
+    }
     ba_dataset *data;
     if ((rc = open_eval_data(c, cfg, &data, err))) {
         ba_model_free(m);
         return rc;
     }
-    ba_eval_result r;
-    int st = ba_evaluate(m, data, items, batch, &r, err);
-    if (st) {
-        ba_model_free(m);
-        ba_dataset_free(data);
-        return fail_lib(c->cmd, st, err, input_status(st));
-    }
-    printf("%s %s T=%d\n", ba_task_name(cfg->task), ba_attn_name(cfg->attn), cfg->block_size);
-    print_eval(stdout, "eval", cfg->task, &r);
+    rc = eval_report(c, m, data, items, batch);
     ba_model_free(m);
     ba_dataset_free(data);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ sample */

@@ -63,6 +63,52 @@ int open_dataset(const ba_config *cfg, const char *path, int use_vocab, ba_datas
 void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r);
 void fmt_duration(double s, char *buf, size_t n);
 
+/* ------------------------------------------------------ sampler options
+ * Sampled attention's options, a reusable piece of any command's table:
+ * SAMPLER_OPTS(DEF) is --sampler KIND (default DEF, may be NULL) and
+ * --shots S followed by SAMPLER_PARAM_OPTS, the parameters of the kinds
+ * (ablate has list versions of --sampler and --shots, then
+ * SAMPLER_PARAM_OPTS). Call sampler_opt_defaults(c) before parse_opts so
+ * --help shows ba_sampler_default's values. */
+#define SAMPLER_PARAM_OPTS                                                                  \
+    {"sampler-beta", "X", NULL,                                                             \
+     "inverse temperature the sampled gradient assumes the shots come from (beta_assumed)", \
+     0, 0},                                                                                 \
+    {"dqa-tau", "X", NULL, "dqa: anneal time tau", 0, 0},                                  \
+    {"dqa-gamma", "X", NULL, "dqa: driver strength Gamma", 0, 0},                          \
+    {"dqa-lambda", "X", NULL, "dqa: problem-Hamiltonian scale lambda", 0, 0},              \
+    {"dqa-steps", "M", NULL, "dqa: Trotter steps", 0, 0},                                  \
+    {"dqa-order", "1|2", NULL, "dqa: Trotter order", 0, 0},                                \
+    {"gibbs-chains", "N", NULL, "gibbs: chains the shots are split over", 0, 0},           \
+    {"gibbs-burnin", "N", NULL, "gibbs: sweeps discarded at the start of each chain", 0, 0}, \
+    {"gibbs-thin", "N", NULL, "gibbs: sweeps between kept states", 0, 0},                  \
+    {"sa-sweeps", "N", NULL, "sa: sweeps of one anneal (one shot)", 0, 0},                 \
+    {"sa-beta0", "X", NULL, "sa: inverse temperature the anneal starts at", 0, 0}
+
+#define SAMPLER_OPTS(sampler_def)                                                            \
+    {"sampler", "KIND", sampler_def,                                                         \
+     "Ising marginals of boltzmann/coupling attention: exact, or estimated from the shots "  \
+     "of direct|dqa|gibbs|sa",                                                               \
+     0, 0},                                                                                  \
+    {"shots", "S", NULL, "states drawn per query by a sampler", 0, 0}, SAMPLER_PARAM_OPTS
+
+/* Fills the --help defaults of the sampler options c has. */
+void sampler_opt_defaults(const command *c);
+/* Checks the sampler parameter options given (--shots when with_shots,
+ * and SAMPLER_PARAM_OPTS): each in range, and each used by one of the
+ * nkinds kinds in use. 0, or an exit code after printing the problem. */
+int parse_sampler_params(const command *c, const ba_sampler_kind *kinds, int nkinds,
+                         int with_shots);
+/* Sets the parameters given on the command line that s->kind uses (after
+ * parse_sampler_params accepted them). */
+void apply_sampler_params(const command *c, ba_sampler *s, int with_shots);
+/* --sampler KIND, --shots and the parameters into *out: starts from *base
+ * when the kind is base's (eval: the checkpoint's sampler), else from
+ * ba_sampler_default(kind), and validates the result. 0 or an exit code. */
+int parse_sampler_opt(const command *c, const ba_sampler *base, ba_sampler *out);
+/* "exact" or e.g. "gibbs, S=256" (beta_assumed added when not 1). */
+void sampler_desc(const ba_sampler *s, char *buf, size_t n);
+
 /* The options train and ablate share: model depth and heads, the task-data
  * settings, the engine and the optimisation schedule. Both option tables
  * hold every one of them. */
@@ -89,7 +135,10 @@ int read_resume_info(const char *dir, ba_config *cfg, train_settings *s, char **
 int save_ckpt(const char *dir, const ba_model *m, long step, const char *train_json, char *err);
 
 typedef struct {
-    ba_eval_result final; /* evaluation on the whole validation/held-out set */
+    ba_eval_result final; /* evaluation on the whole validation/held-out set,
+                             with the model's sampler */
+    int has_exact;        /* a sampled model also evaluated exactly: */
+    ba_eval_result exact; /* the same evaluation with exact inference */
     double train_s;       /* wall time of the optimisation steps of this call */
     long steps;           /* steps the model has taken in all */
     long steps_run;       /* steps taken by this call (fewer after a resume) */

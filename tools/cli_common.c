@@ -153,6 +153,136 @@ int get_double(const command *c, const char *name, double lo, double hi, double 
     return 0;
 }
 
+/* ---------------------------------------------------- sampler options */
+
+/* The sampler's command-line parameters: option, the kind that uses it (-1:
+ * every kind but exact), int or double, field, and range [lo, hi], open at
+ * lo when open_lo. The ranges are ba_sampler_validate's, which has the last
+ * word (it also checks chains <= shots). */
+static const struct {
+    const char *name;
+    int kind, is_int;
+    size_t off;
+    double lo, hi;
+    int open_lo;
+} sampler_params[] = {
+    {"shots", -1, 1, offsetof(ba_sampler, shots), 1, 1 << 24, 0},
+    {"sampler-beta", -1, 0, offsetof(ba_sampler, beta_assumed), 0, 1000, 1},
+    {"dqa-tau", BA_SAMPLER_DQA, 0, offsetof(ba_sampler, tau), 0, 1e4, 1},
+    {"dqa-gamma", BA_SAMPLER_DQA, 0, offsetof(ba_sampler, gamma), 0, 1e4, 1},
+    {"dqa-lambda", BA_SAMPLER_DQA, 0, offsetof(ba_sampler, lambda), 0, 1e4, 1},
+    {"dqa-steps", BA_SAMPLER_DQA, 1, offsetof(ba_sampler, trotter_steps), 1, 1e6, 0},
+    {"dqa-order", BA_SAMPLER_DQA, 1, offsetof(ba_sampler, order), 1, 2, 0},
+    {"gibbs-chains", BA_SAMPLER_GIBBS, 1, offsetof(ba_sampler, chains), 1, 1 << 24, 0},
+    {"gibbs-burnin", BA_SAMPLER_GIBBS, 1, offsetof(ba_sampler, burnin), 0, 1e6, 0},
+    {"gibbs-thin", BA_SAMPLER_GIBBS, 1, offsetof(ba_sampler, thin), 1, 1e6, 0},
+    {"sa-sweeps", BA_SAMPLER_SA, 1, offsetof(ba_sampler, sweeps), 1, 1e6, 0},
+    {"sa-beta0", BA_SAMPLER_SA, 0, offsetof(ba_sampler, beta0), 0, 1, 1},
+};
+#define N_SAMPLER_PARAMS ((int)(sizeof sampler_params / sizeof sampler_params[0]))
+
+void sampler_opt_defaults(const command *c)
+{
+    static char defs[N_SAMPLER_PARAMS][32];
+    for (int i = 0; i < N_SAMPLER_PARAMS; i++) {
+        opt *o = find_opt(c, sampler_params[i].name);
+        if (!o)
+            continue;
+        int k = sampler_params[i].kind;
+        ba_sampler d = ba_sampler_default(k < 0 ? BA_SAMPLER_DIRECT : (ba_sampler_kind)k);
+        const char *p = (const char *)&d + sampler_params[i].off;
+        if (sampler_params[i].is_int) {
+            int x;
+            memcpy(&x, p, sizeof x);
+            snprintf(defs[i], sizeof defs[i], "%d", x);
+        } else {
+            double x;
+            memcpy(&x, p, sizeof x);
+            snprintf(defs[i], sizeof defs[i], "%g", x);
+        }
+        o->def = defs[i];
+    }
+}
+
+int parse_sampler_params(const command *c, const ba_sampler_kind *kinds, int nkinds,
+                         int with_shots)
+{
+    for (int i = 0; i < N_SAMPLER_PARAMS; i++) {
+        const char *name = sampler_params[i].name;
+        opt *o = find_opt(c, name);
+        if (!o || !o->set || (!with_shots && strcmp(name, "shots") == 0))
+            continue;
+        int k = sampler_params[i].kind, used = 0;
+        for (int j = 0; j < nkinds; j++)
+            used |= k < 0 ? kinds[j] != BA_SAMPLER_EXACT : (int)kinds[j] == k;
+        if (!used && k < 0)
+            return usage_error(c->cmd, "--%s needs a sampler other than exact (--sampler)", name);
+        if (!used)
+            return usage_error(c->cmd, "--%s applies to the %s sampler only, which is not in use",
+                               name, ba_sampler_name((ba_sampler_kind)k));
+        int rc, xi;
+        double xd;
+        if (sampler_params[i].is_int)
+            rc = get_int(c, name, (int)sampler_params[i].lo, (int)sampler_params[i].hi, &xi);
+        else if ((rc = get_double(c, name, sampler_params[i].lo, sampler_params[i].hi, &xd)) == 0 &&
+                 sampler_params[i].open_lo && !(xd > sampler_params[i].lo))
+            rc = usage_error(c->cmd, "--%s: %g is out of range (%g, %g]", name, xd,
+                             sampler_params[i].lo, sampler_params[i].hi);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void apply_sampler_params(const command *c, ba_sampler *s, int with_shots)
+{
+    for (int i = 0; i < N_SAMPLER_PARAMS; i++) {
+        const char *name = sampler_params[i].name;
+        opt *o = find_opt(c, name);
+        int k = sampler_params[i].kind;
+        if (!o || !o->set || (!with_shots && strcmp(name, "shots") == 0) ||
+            s->kind == BA_SAMPLER_EXACT || (k >= 0 && (int)s->kind != k))
+            continue;
+        char *p = (char *)s + sampler_params[i].off;
+        if (sampler_params[i].is_int) {
+            int x = (int)strtol(o->val, NULL, 10);
+            memcpy(p, &x, sizeof x);
+        } else {
+            double x = strtod(o->val, NULL);
+            memcpy(p, &x, sizeof x);
+        }
+    }
+}
+
+int parse_sampler_opt(const command *c, const ba_sampler *base, ba_sampler *out)
+{
+    char err[BA_ERR_LEN];
+    ba_sampler_kind kind = base->kind;
+    /* Only a given --sampler counts: eval's default is a description. */
+    const char *name = find_opt(c, "sampler")->set ? get_str(c, "sampler") : NULL;
+    if (name && ba_sampler_parse(name, &kind, err))
+        return usage_error(c->cmd, "--sampler: %s", err);
+    *out = kind == base->kind ? *base : ba_sampler_default(kind);
+    int rc = parse_sampler_params(c, &kind, 1, 1);
+    if (rc)
+        return rc;
+    apply_sampler_params(c, out, 1);
+    if (ba_sampler_validate(out, err))
+        return usage_error(c->cmd, "sampler: %s", err);
+    return 0;
+}
+
+void sampler_desc(const ba_sampler *s, char *buf, size_t n)
+{
+    if (s->kind == BA_SAMPLER_EXACT)
+        snprintf(buf, n, "exact");
+    else if (s->beta_assumed != 1.0)
+        snprintf(buf, n, "%s, S=%d, beta_assumed=%g", ba_sampler_name(s->kind), s->shots,
+                 s->beta_assumed);
+    else
+        snprintf(buf, n, "%s, S=%d", ba_sampler_name(s->kind), s->shots);
+}
+
 /* Exit code for a library status while reading inputs: bad input is 2, an
  * allocation or numerical failure is a runtime failure. */
 int input_status(int st) { return (st == BA_ERR_NOMEM || st == BA_ERR_NUMERIC) ? 1 : 2; }
@@ -354,15 +484,39 @@ int train_settings_from_json(const char *json, train_settings *s, char **data, c
 
 _Static_assert(sizeof(ba_real) == sizeof(float), "the tool stores ba_real as F32");
 
+/* An RNG state as 64 hex digits, and back (0, or -1 if malformed). */
+static void rng_hex(const ba_rng *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%016llx%016llx%016llx%016llx", (unsigned long long)r->s[0],
+             (unsigned long long)r->s[1], (unsigned long long)r->s[2],
+             (unsigned long long)r->s[3]);
+}
+
+static int rng_from_hex(const char *hex, ba_rng *r)
+{
+    if (!hex || strlen(hex) != 64)
+        return -1;
+    ba_rng t;
+    for (int i = 0; i < 4; i++) {
+        char part[17], *end;
+        memcpy(part, hex + 16 * i, 16);
+        part[16] = '\0';
+        t.s[i] = strtoull(part, &end, 16);
+        if (*end || part[0] == '-' || part[0] == '+' || part[0] == ' ')
+            return -1;
+    }
+    *r = t;
+    return 0;
+}
+
 static int save_state(const char *dir, ba_model *m, long step, const ba_rng *data_rng,
                       const char *train_json, char *err)
 {
-    char path[4096], stepbuf[32], rngbuf[80];
+    char path[4096], stepbuf[32], rngbuf[80], srngbuf[80];
     snprintf(path, sizeof path, "%s/state.safetensors", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    snprintf(rngbuf, sizeof rngbuf, "%016llx%016llx%016llx%016llx",
-             (unsigned long long)data_rng->s[0], (unsigned long long)data_rng->s[1],
-             (unsigned long long)data_rng->s[2], (unsigned long long)data_rng->s[3]);
+    rng_hex(data_rng, rngbuf, sizeof rngbuf);
+    rng_hex(ba_model_sampler_rng(m), srngbuf, sizeof srngbuf);
     char *cfg = ba_config_to_json(ba_model_config(m));
     if (!cfg) {
         snprintf(err, BA_ERR_LEN, "out of memory");
@@ -385,9 +539,9 @@ static int save_state(const char *dir, ba_model *m, long step, const ba_rng *dat
         {"adam_m", BA_DT_F32, 1, {P}, ba_model_adam_m(m)},
         {"adam_v", BA_DT_F32, 1, {P}, ba_model_adam_v(m)},
     };
-    const char *keys[] = {"config", "train", "step", "data_rng"};
-    const char *vals[] = {cfg, train_json, stepbuf, rngbuf};
-    int rc = ba_st_write(path, e, 3, keys, vals, 4, err);
+    const char *keys[] = {"config", "train", "step", "data_rng", "sampler_rng"};
+    const char *vals[] = {cfg, train_json, stepbuf, rngbuf, srngbuf};
+    int rc = ba_st_write(path, e, 3, keys, vals, 5, err);
     free(cfg);
     return rc;
 }
@@ -451,20 +605,21 @@ static int load_state(const char *dir, ba_model *m, long *step, ba_rng *data_rng
     }
     char *end;
     const char *sv = ba_st_metadata(st, "step"), *rv = ba_st_metadata(st, "data_rng");
+    const char *srv = ba_st_metadata(st, "sampler_rng");
     long stp = rc == BA_OK ? strtol(sv, &end, 10) : 0;
-    if (rc == BA_OK && (*end || stp < 0 || strlen(rv) != 64)) {
+    if (rc == BA_OK && (*end || stp < 0 || rng_from_hex(rv, data_rng))) {
         snprintf(err, BA_ERR_LEN, "the saved step or RNG state is malformed");
         rc = BA_ERR_FORMAT;
     }
-    for (int i = 0; rc == BA_OK && i < 4; i++) {
-        char part[17];
-        memcpy(part, rv + 16 * i, 16);
-        part[16] = '\0';
-        data_rng->s[i] = strtoull(part, &end, 16);
-        if (*end) {
-            snprintf(err, BA_ERR_LEN, "the saved RNG state is not hexadecimal");
-            rc = BA_ERR_FORMAT;
-        }
+    /* The sampler stream: states written before sampled attention lack it,
+     * which matters only to a sampled run (none could be saved then). */
+    if (rc == BA_OK && srv && rng_from_hex(srv, ba_model_sampler_rng(m))) {
+        snprintf(err, BA_ERR_LEN, "the saved sampler RNG state is malformed");
+        rc = BA_ERR_FORMAT;
+    }
+    if (rc == BA_OK && !srv && ba_model_config(m)->sampler.kind != BA_SAMPLER_EXACT) {
+        snprintf(err, BA_ERR_LEN, "the saved state of a sampled run lacks the sampler RNG");
+        rc = BA_ERR_FORMAT;
     }
     if (rc == BA_OK) {
         *step = stp;
@@ -660,6 +815,9 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
      * the same for every variant and model size. */
     ba_rng data_rng;
     ba_rng_seed(&data_rng, s->seed ^ 0x5eedda7a5eedda7aULL);
+    /* Sampled attention draws its shots from a third stream, so a sampled
+     * run has the initialisation and data order of the exact one. */
+    ba_rng_seed(ba_model_sampler_rng(m), s->seed ^ 0x5a3b1e5a3b1e0001ULL);
 
     long start_step = 0;
     if (s->resume && (st = load_state(outdir, m, &start_step, &data_rng, err))) {
@@ -705,13 +863,17 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     uint64_t ntrain, neval;
     ba_dataset_sizes(data, &ntrain, &neval);
     int quiet = verbose < 1, tty = verbose >= 2;
+    int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
+    char sdesc[96];
+    sampler_desc(&cfg->sampler, sdesc, sizeof sdesc);
     if (!quiet)
         fprintf(stderr,
-                "train %s %s T=%d L=%d H=%d C=%d ffn=%s engine=%s: %zu parameters, %d threads, "
-                "out %s\n",
+                "train %s %s T=%d L=%d H=%d C=%d ffn=%s engine=%s%s%s: %zu parameters, %d "
+                "threads, out %s\n",
                 ba_task_name(task), ba_attn_name(cfg->attn), T, cfg->n_layer, cfg->n_head,
                 cfg->n_embd, cfg->ffn ? "on" : "off", ba_engine_name(cfg->engine),
-                ba_model_num_params(m), threads_in_use(), outdir);
+                sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
+                threads_in_use(), outdir);
     if (quiet)
         ;
     else if (task == BA_TASK_BRACKETS)
@@ -826,12 +988,46 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         code = 1;
         goto done;
     }
+    /* A sampled model is also evaluated with exact inference where the
+     * engine reaches, so the sampler's inference noise and the quality of
+     * the trained weights can be told apart. */
+    ba_eval_result rx;
+    int has_exact = 0;
+    char exact_json[160] = "";
+    if (sampled && T <= ba_engine_max_spins(cfg->engine)) {
+        ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT), own = cfg->sampler;
+        if ((st = ba_model_set_sampler(m, &exact, err)) == BA_OK) {
+            st = ba_evaluate(m, data, 0, 64, &rx, err);
+            int st2 = ba_model_set_sampler(m, &own, err);
+            st = st ? st : st2;
+        }
+        if (st) {
+            fprintf(stderr, "%s %s: final evaluation with exact inference: %s\n", prog, cmd, err);
+            code = 1;
+            goto done;
+        }
+        has_exact = 1;
+        snprintf(exact_json, sizeof exact_json,
+                 ",\"exact_val_loss\":%.6f,\"exact_val_ppl\":%.6f,\"exact_val_acc\":%.6f", rx.loss,
+                 rx.ppl, rx.accuracy);
+    }
     fprintf(log,
             "{\"event\":\"final\",\"step\":%ld,\"val_loss\":%.6f,\"val_ppl\":%.6f,"
             "\"val_acc\":%.6f,\"items\":%d,\"targets\":%ld,\"train_s\":%.3f,"
-            "\"steps_per_s\":%.4f}\n",
+            "\"steps_per_s\":%.4f%s}\n",
             last_step, r.loss, r.ppl, r.accuracy, r.n_items, r.n_targets, train_s,
-            (last_step - start_step) / fmax(train_s, 1e-9));
+            (last_step - start_step) / fmax(train_s, 1e-9), exact_json);
+    if (!quiet && sampled) {
+        char label[128];
+        snprintf(label, sizeof label, "final (%s)", sdesc);
+        print_eval(stderr, label, task, &r);
+        if (has_exact)
+            print_eval(stderr, "final (exact inference)", task, &rx);
+        else
+            fprintf(stderr, "final (exact inference): skipped, T = %d is beyond the %s engine's "
+                            "limit of %d\n",
+                    T, ba_engine_name(cfg->engine), ba_engine_max_spins(cfg->engine));
+    }
     if ((st = save_point(outdir, m, last_step, &data_rng, train_json, log, err))) {
         fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
         code = 1;
@@ -839,6 +1035,9 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     }
     if (out) {
         out->final = r;
+        out->has_exact = has_exact;
+        if (has_exact)
+            out->exact = rx;
         out->train_s = train_s;
         out->steps = last_step;
         out->steps_run = last_step - start_step;

@@ -74,6 +74,7 @@ convergence() {
 # 99 %, per FFN setting (brackets only), from results.csv.
 saturation() {
     awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+        ("sampler" in col) && $col["sampler"] != "exact" {next}
         {k = $col["C"] "," $col["ffn"] "," $col["variant"]; s[k] += $col["value"]; n[k]++; cs[$col["C"]] = 1; fs[$col["ffn"]] = 1}
         END {
             print "| C | FFN | best variant mean (%) | saturated (>= 99 %) |"
@@ -108,7 +109,9 @@ verdicts() {
                 split($col["paper"], pp, " "); pv = pp[1] + 0
                 if (lo != "") v = v ((pv >= lo && pv <= hi) ? "; the paper'"'"'s value is inside the interval" : "; the paper'"'"'s value is outside the interval")
             }
-            printf "| %s | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n", $col["task"], $col["T"], $col["C"], $col["ffn"] == 1 ? "yes" : "no", $col["variant"], $col["pairs"], $col["seeds"], eff, $col["paper"], v
+            label = $col["variant"]
+            if (("sampler" in col) && $col["sampler"] != "exact") label = label " (" $col["sampler"] ", S=" $col["shots"] ")"
+            printf "| %s | %s | %s | %s | %s | %d/%d | %s | %s | %s |\n", $col["task"], $col["T"], $col["C"], $col["ffn"] == 1 ? "yes" : "no", label, $col["pairs"], $col["seeds"], eff, $col["paper"], v
         }' "$1"
 }
 
