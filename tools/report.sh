@@ -131,7 +131,7 @@ echo
 if [ "$preset" = full ]; then
     echo "## Headline rows"
     echo
-    for spec in "charlm|T = 12, C = ${LM_C:-32}, with FFN" \
+    for spec in "charlm-T12|T = 12, C = ${LM_C:-32}, with FFN" "charlm-40k|T = 12, C = ${LM_C:-32}, with FFN" \
         "brackets|T = 16, C = ${BR_C:-4}, with FFN" "brackets|T = 16, C = ${BR_C:-4}, without FFN" \
         "brackets|T = 20, C = ${BR_C:-4}, with FFN" "brackets|T = 20, C = ${BR_C:-4}, without FFN" \
         "charlm|T = 20, C = ${LM_C:-32}, with FFN" \
@@ -150,7 +150,7 @@ if [ "$preset" = full ]; then
     echo
     echo "| task | T | C | FFN | variant | pairs/seeds | effect [95 % CI] | paper | verdict |"
     echo "|---|---|---|---|---|---|---|---|---|"
-    for grid in charlm brackets brackets-T24; do
+    for grid in charlm-T12 charlm brackets brackets-T24; do
         [ -f "$OUT/$grid/effects.csv" ] && verdicts "$OUT/$grid/effects.csv"
     done
     echo
