@@ -208,6 +208,13 @@ const ba_real *ba_model_logits(const ba_model *m);
  * a_ij for j <= i and 0 above. NULL if l is out of range. */
 const ba_real *ba_model_attention(const ba_model *m, int l);
 
+/* The fields h_ij = q_i . k_j / sqrt(d) of query i (j = 0..i) of batch
+ * element b in layer l, head `head`, from the last forward: h gets i+1
+ * values (caller owned). With the layer's couplings (tensor
+ * "blocks.{l}.attn.J") they define query i's Ising system, e.g. to
+ * measure a sampler on the instances a model actually meets. BA_ERR_ARG if
+ * no forward has run or an index is out of range. */
+int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h, char *err);
 void ba_model_zero_grad(ba_model *m);
 /* Backward pass of the last forward (which must have had targets);
  * accumulates d(loss)/d(params) into the gradients. */

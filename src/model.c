@@ -636,6 +636,34 @@ const ba_real *ba_model_attention(const ba_model *m, int l)
     return ACT(A_ATT) + (size_t)l * m->B * m->cfg.n_head * m->T * m->T;
 }
 
+int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h, char *err)
+{
+    const ba_config *c = &m->cfg;
+    if (!m->acts || m->B < 1)
+        return ba_fail(err, BA_ERR_ARG, "no forward has run yet");
+    if (l < 0 || l >= c->n_layer)
+        return ba_fail(err, BA_ERR_ARG, "layer %d is out of range [0, %d)", l, c->n_layer);
+    if (head < 0 || head >= c->n_head)
+        return ba_fail(err, BA_ERR_ARG, "head %d is out of range [0, %d)", head, c->n_head);
+    if (b < 0 || b >= m->B)
+        return ba_fail(err, BA_ERR_ARG, "batch element %d is out of range [0, %d)", b, m->B);
+    if (i < 0 || i >= m->T)
+        return ba_fail(err, BA_ERR_ARG, "query %d is out of range [0, %d)", i, m->T);
+    int T = m->T, C = c->n_embd, d = C / c->n_head;
+    size_t N = (size_t)m->B * T;
+    const ba_real *qkv = ACT(A_QKV) + (size_t)l * N * C * 3; // (B,T,3C) of layer l
+    const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)head * d;
+    /* the same sum, in the same order, as the attention layer's fields */
+    for (int j = 0; j <= i; j++) {
+        const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)head * d;
+        double acc = 0.0;
+        for (int e = 0; e < d; e++)
+            acc += (double)q[e] * k[e];
+        h[j] = acc * (1.0 / sqrt((double)d));
+    }
+    return BA_OK;
+}
+
 /* ----------------------------------------------------------- backward */
 
 void ba_model_zero_grad(ba_model *m) { memset(GRAD(0), 0, sizeof(ba_real) * m->nparams); }

@@ -313,6 +313,61 @@ static void test_all_variants_train(void **state)
     ba_dataset_free(d);
 }
 
+/* ba_model_fields with the layer's couplings rebuilds the attention the
+ * forward used: exact marginals of (h, J), normalised, equal the stored
+ * weights (float model, so to float precision). */
+static void test_model_fields(void **state)
+{
+    (void)state;
+    enum { T = 8, B = 3 };
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    assert_int_equal(ba_dataset_brackets(&d, T, 1, 14, 1234, err), BA_OK);
+    ba_config cfg = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, T);
+    ba_config_set_data(&cfg, d);
+    cfg.n_head = 2, cfg.n_embd = 16;
+    ba_model *m;
+    assert_int_equal(ba_model_init(&m, &cfg, err), BA_OK);
+    ba_rng r;
+    ba_rng_seed(&r, 5);
+    ba_model_init_weights(m, &r, 0.5); /* nonzero J */
+    int in[B * T], tg[B * T];
+    ba_dataset_train_batch(d, &r, B, in, tg);
+    double loss;
+    assert_int_equal(ba_model_forward(m, in, tg, B, T, &loss, err), BA_OK);
+    int jt = ba_model_find_tensor(m, "blocks.0.attn.J");
+    assert_true(jt >= 0);
+    ba_tensor_info ti;
+    assert_int_equal(ba_model_tensor(m, jt, &ti), BA_OK);
+    const ba_real *Jp = ba_model_params(m) + ti.offset; // (H,T,T)
+    const ba_real *att = ba_model_attention(m, 0);      // (B,H,T,T)
+    double worst = 0.0;
+    for (int hh = 0; hh < 2; hh++)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++) {
+                double h[T], J[T * T], lw[T], z = 0.0;
+                assert_int_equal(ba_model_fields(m, 0, hh, b, i, h, err), BA_OK);
+                for (int k = 0; k < T * T; k++)
+                    J[k] = Jp[(size_t)hh * T * T + k];
+                assert_int_equal(
+                    ba_ising_marginals(BA_ENGINE_REFERENCE, i + 1, h, J, T, lw, err), BA_OK);
+                for (int j = 0; j <= i; j++)
+                    z += exp(lw[j]);
+                for (int j = 0; j <= i; j++) {
+                    double a = att[(((size_t)b * 2 + hh) * T + i) * T + j];
+                    worst = fmax(worst, fabs(exp(lw[j]) / z - a));
+                }
+            }
+    assert_true(worst < 1e-5);
+    double h[T];
+    assert_int_equal(ba_model_fields(m, 1, 0, 0, 0, h, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "layer 1"));
+    assert_int_equal(ba_model_fields(m, 0, 0, B, 0, h, err), BA_ERR_ARG);
+    assert_int_equal(ba_model_fields(m, 0, 0, 0, T, h, err), BA_ERR_ARG);
+    ba_model_free(m);
+    ba_dataset_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_training_deterministic),
         cmocka_unit_test(test_charlm_learns),
         cmocka_unit_test(test_all_variants_train),
+        cmocka_unit_test(test_model_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
