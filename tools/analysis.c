@@ -24,13 +24,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PATH_LEN 4096
 #define MAX_VARIANTS 16
 
 /* ------------------------------------------------------------ helpers */
 
 /* snprintf into a PATH_LEN buffer; -1 (after printing) if it does not fit. */
-static int __attribute__((format(printf, 3, 4)))
+int __attribute__((format(printf, 3, 4)))
 mkpath(const char *cmd, char *buf, const char *fmt, ...)
 {
     va_list ap;
@@ -44,7 +43,7 @@ mkpath(const char *cmd, char *buf, const char *fmt, ...)
     return 0;
 }
 
-static FILE *open_out(const char *cmd, const char *path)
+FILE *open_out(const char *cmd, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -53,7 +52,7 @@ static FILE *open_out(const char *cmd, const char *path)
 }
 
 /* Closes an output file; 0, or 1 after printing a write error. */
-static int close_out(const char *cmd, FILE *f, const char *path)
+int close_out(const char *cmd, FILE *f, const char *path)
 {
     int bad = ferror(f);
     int e = errno;
@@ -88,7 +87,7 @@ static void stats_add(stats *s, double x)
 static double stats_sd(const stats *s) { return s->n > 1 ? sqrt(s->m2 / (s->n - 1)) : 0.0; }
 
 /* 1 if an executable `gnuplot` is on PATH. */
-static int have_gnuplot(void)
+int have_gnuplot(void)
 {
     const char *path = getenv("PATH");
     if (!path || !*path)
@@ -113,10 +112,10 @@ static int have_gnuplot(void)
     return 0;
 }
 
-static const char *const no_gnuplot_fix = "(apt-get install gnuplot-nox)";
+const char *const no_gnuplot_fix = "(apt-get install gnuplot-nox)";
 
 /* Runs `gnuplot SCRIPT` inside dir (no shell). 0, or 1 after printing. */
-static int run_gnuplot(const char *cmd, const char *dir, const char *script)
+int run_gnuplot(const char *cmd, const char *dir, const char *script)
 {
     fflush(stdout);
     fflush(stderr);
@@ -156,7 +155,7 @@ static int run_gnuplot(const char *cmd, const char *dir, const char *script)
 
 /* The opening of every script: terminal (pngcairo when this gnuplot has it,
  * else libgd png) and output file, relative to the script's directory. */
-static void gp_header(FILE *f, const char *script, const char *png, int w, int h)
+void gp_header(FILE *f, const char *script, const char *png, int w, int h)
 {
     fprintf(f,
             "# Written by boltzattn. Re-run from this directory: gnuplot %s\n"
