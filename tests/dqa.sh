@@ -44,8 +44,9 @@ K=3
 expect 0 "closest to the beta = 1 target" -- "$BIN" dqa --n 6 --instances $K --seed 3 \
     --tau 0.1,0.2,0.4,1 --steps 50 --lambda 1,2 --out "$D"
 CSV="$D/dqa.csv"
-check '[ "$(head -1 "$CSV")" = "instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff" ]' \
+check '[ "$(head -1 "$CSV")" = "instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,tv_trotter" ]' \
     "dqa.csv header"
+check 'awk -F, "NR > 1 && \$13 != \"nan\" { exit 1 }" "$CSV"' "tv_trotter is not nan without --ref-steps"
 S=8 # 4 tau x 1 M x 2 lambda
 check '[ "$(tail -n +2 "$CSV" | wc -l)" = $(((K + 2) * S)) ]' \
     "dqa.csv has $(tail -n +2 "$CSV" | wc -l) rows, expected $(((K + 2) * S))"
@@ -85,6 +86,13 @@ check 'cmp -s "$CSV" "$TMP/d2/dqa.csv"' "same seed gave a different dqa.csv"
 expect 0 "" -- "$BIN" dqa --n 4 --instances 1 --tau 0.5 --steps 20 --order 1 --out "$TMP/d3"
 check '[ "$(tail -n +2 "$TMP/d3/dqa.csv" | wc -l)" = 3 ] && awk -F, "NR == 2 && \$3 != 1 { exit 1 }" "$TMP/d3/dqa.csv"' \
     "single-setting CSV"
+# --ref-steps: the Trotter error of second order falls as 1/M^2 (ratio 4 per
+# doubling; band [3, 5])
+expect 0 "TV(M, M_ref)" -- "$BIN" dqa --n 5 --instances 2 --tau 1.5 --steps 10,20,40 \
+    --ref-steps 2000 --out "$TMP/t"
+check 'awk -F, "\$1 == \"mean\" { if (prev && !(prev / \$13 > 3 && prev / \$13 < 5)) exit 1; prev = \$13 }
+       END { if (!prev) exit 1 }" "$TMP/t/dqa.csv"' \
+    "tv_trotter does not fall as 1/M^2 with --ref-steps"
 # without gnuplot on PATH: CSV written, one clear line, exit 0
 expect 0 "gnuplot not found: CSV written, plot skipped" -- env PATH=/nonexistent "$BIN" dqa \
     --n 4 --instances 2 --tau 0.5,1 --out "$TMP/d4"

@@ -43,6 +43,9 @@ static opt dqa_opts[] = {
     {"lambda", "LIST", "1", "problem-Hamiltonian scales lambda", 0, 0},
     {"gamma", "X", "1", "driver strength Gamma", 0, 0},
     {"order", "1|2", "2", "Trotter order", 0, 0},
+    {"ref-steps", "M", "0 (off)",
+     "also the TV between each output and the same anneal with M Trotter steps (the Trotter "
+     "error of --steps, when M is much larger)", 0, 0},
     {"out", "DIR", "runs/dqa", "output directory", 0, 0},
     {"threads", "N", "all cores", "OpenMP threads", 0, 0},
     {0, 0, 0, 0, 0, 0},
@@ -55,8 +58,9 @@ static const command dqa_cmd = {
     "compares the output distribution with the exact beta = 1 Boltzmann distribution:\n"
     "total variation (TV), KL(dqa || exact), the fitted beta_eff (and r2) and the TV\n"
     "between the output and the Boltzmann distribution at beta_eff. Writes DIR/dqa.csv\n"
-    "(columns instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff; a\n"
-    "row per instance and setting, then mean and sd rows), DIR/dqa.dat, DIR/dqa.gp and,\n"
+    "(columns instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,\n"
+    "tv_trotter; a row per instance and setting, then mean and sd rows; tv_trotter is\n"
+    "nan without --ref-steps), DIR/dqa.dat, DIR/dqa.gp and,\n"
     "when gnuplot is on PATH, DIR/dqa.png (TV and beta_eff against tau, one curve per\n"
     "M and lambda, error bars: sd over instances).",
     dqa_opts};
@@ -194,8 +198,12 @@ static int check_fields(ba_model *m, const int *in, int n, int hd, const double 
     return BA_OK;
 }
 
+/* The measures of one instance and setting, in CSV order: TV(dqa, exact),
+ * KL(dqa || exact), beta_eff, r2, TV(dqa, Boltzmann(beta_eff)), TV(dqa,
+ * dqa with --ref-steps) (NAN without --ref-steps). */
+enum { M_TV, M_KL, M_BETA, M_R2, M_TVB, M_TVT, NMEAS };
 typedef struct {
-    double tv, kl, beta, r2, tvb;
+    double v[NMEAS];
 } result;
 
 /* Curve colours of the plot. */
@@ -370,7 +378,7 @@ int cmd_dqa(int argc, char **argv)
     int rc = parse_opts(c, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
-    int K, order, layer, threads = 0, n = 8;
+    int K, order, layer, threads = 0, n = 8, ref_steps = 0;
     uint64_t seed;
     double hstd, jstd, gamma, tau[MAX_LIST], steps[MAX_LIST], lam[MAX_LIST];
     int nt, nm, nl;
@@ -381,6 +389,7 @@ int cmd_dqa(int argc, char **argv)
         (rc = get_double(c, "j-std", 0, 100, &jstd)) ||
         (rc = get_double(c, "gamma", 1e-6, 1e4, &gamma)) ||
         (rc = get_int(c, "order", 1, 2, &order)) ||
+        (find_opt(c, "ref-steps")->set && (rc = get_int(c, "ref-steps", 1, 1000000, &ref_steps))) ||
         (rc = get_int(c, "layer", 0, 1 << 20, &layer)) ||
         (rc = get_int(c, "head", 0, 1 << 20, &src.head)) ||
         (rc = get_list(c, "tau", 1e-9, 1e4, 0, tau, &nt)) ||
@@ -425,12 +434,13 @@ int cmd_dqa(int argc, char **argv)
     int S = nl * nm * nt; /* settings, ordered lambda, M, tau */
     double *h = malloc(sizeof(double) * n), *J = calloc((size_t)n * n, sizeof(double));
     double *pe = malloc(sizeof(double) * N), *pd = malloc(sizeof(double) * N),
-           *pb = malloc(sizeof(double) * N), *col = malloc(sizeof(double) * K);
+           *pb = malloc(sizeof(double) * N), *pr = malloc(sizeof(double) * N),
+           *col = malloc(sizeof(double) * K);
     result *res = malloc(sizeof(result) * (size_t)K * S);
-    ba_summary *sm = malloc(sizeof(ba_summary) * (size_t)S * 5);
+    ba_summary *sm = malloc(sizeof(ba_summary) * (size_t)S * NMEAS);
     int code = 0, fitfail = 0;
     double maxcheck = 0.0; /* largest attention difference of the field check */
-    if (!h || !J || !pe || !pd || !pb || !col || !res || !sm) {
+    if (!h || !J || !pe || !pd || !pb || !pr || !col || !res || !sm) {
         fprintf(stderr, "%s %s: out of memory for n = %d\n", prog, c->cmd, n);
         code = 1;
         goto done;
@@ -491,27 +501,36 @@ int cmd_dqa(int argc, char **argv)
             break;
         }
         for (int li = 0; li < nl && !code; li++)
-            for (int mi = 0; mi < nm && !code; mi++)
-                for (int ti = 0; ti < nt && !code; ti++) {
-                    ba_sampler s = ba_sampler_default(BA_SAMPLER_DQA);
-                    s.tau = tau[ti], s.gamma = gamma, s.lambda = lam[li];
-                    s.trotter_steps = (int)steps[mi], s.order = order;
-                    result *r = &res[(size_t)k * S + (li * nm + mi) * nt + ti];
+            for (int ti = 0; ti < nt && !code; ti++) {
+                ba_sampler s = ba_sampler_default(BA_SAMPLER_DQA);
+                s.tau = tau[ti], s.gamma = gamma, s.lambda = lam[li], s.order = order;
+                if (ref_steps) { /* the reference anneal of the Trotter error */
+                    s.trotter_steps = ref_steps;
+                    if ((st = ba_dqa_distribution(&s, n, hp, J, n, pr, err))) {
+                        code = fail_lib(c->cmd, st, err, input_status(st));
+                        break;
+                    }
+                }
+                for (int mi = 0; mi < nm; mi++) {
+                    s.trotter_steps = (int)steps[mi];
+                    double *v = res[(size_t)k * S + (li * nm + mi) * nt + ti].v;
                     if ((st = ba_dqa_distribution(&s, n, hp, J, n, pd, err))) {
                         code = fail_lib(c->cmd, st, err, input_status(st));
                         break;
                     }
-                    r->tv = ba_tv_distance(pd, pe, N);
-                    r->kl = ba_kl_divergence(pd, pe, N);
-                    r->beta = r->r2 = r->tvb = NAN;
-                    if (ba_fit_beta(n, hp, J, n, pd, &r->beta, &r->r2, err) == BA_OK &&
-                        ba_boltzmann_distribution(n, hp, J, n, r->beta, pb, err) == BA_OK)
-                        r->tvb = ba_tv_distance(pd, pb, N);
+                    v[M_TV] = ba_tv_distance(pd, pe, N);
+                    v[M_KL] = ba_kl_divergence(pd, pe, N);
+                    v[M_TVT] = ref_steps ? ba_tv_distance(pd, pr, N) : NAN;
+                    v[M_BETA] = v[M_R2] = v[M_TVB] = NAN;
+                    if (ba_fit_beta(n, hp, J, n, pd, &v[M_BETA], &v[M_R2], err) == BA_OK &&
+                        ba_boltzmann_distribution(n, hp, J, n, v[M_BETA], pb, err) == BA_OK)
+                        v[M_TVB] = ba_tv_distance(pd, pb, N);
                     else if (!fitfail++)
                         fprintf(stderr, "note: instance %d, tau %g, M %d, lambda %g: no beta "
                                         "fit (%s); written as nan\n",
                                 k, s.tau, s.trotter_steps, s.lambda, err);
                 }
+            }
     }
     if (code)
         goto done;
@@ -520,41 +539,47 @@ int cmd_dqa(int argc, char **argv)
         printf("fields check: h and J give the model's layer-0 attention of query %d to "
                "within %.1e\n", n - 1, maxcheck);
 
-    /* summaries over instances: tv, kl, beta, r2, tvb of setting s at sm[5 s + i] */
+    /* summaries over instances: measure i of setting s at sm[NMEAS s + i] */
     for (int s = 0; s < S; s++)
-        for (int i = 0; i < 5; i++) {
-            for (int k = 0; k < K; k++) {
-                const result *r = &res[(size_t)k * S + s];
-                col[k] = i == 0 ? r->tv : i == 1 ? r->kl : i == 2 ? r->beta : i == 3 ? r->r2 : r->tvb;
-            }
-            sm[5 * s + i] = ba_summarize(col, K);
+        for (int i = 0; i < NMEAS; i++) {
+            for (int k = 0; k < K; k++)
+                col[k] = res[(size_t)k * S + s].v[i];
+            sm[NMEAS * s + i] = ba_summarize(col, K);
         }
 
     printf("mean %s over instances:\n", K > 1 ? "± sd" : "(one instance)");
-    printf("%8s %7s %7s | %17s | %17s | %17s | %13s | %17s\n", "lambda", "M", "tau",
+    printf("%8s %7s %7s | %17s | %17s | %17s | %13s | %17s", "lambda", "M", "tau",
            "TV(dqa, beta=1)", "KL(dqa||exact)", "beta_eff", "r2", "TV(dqa, b_eff)");
+    if (ref_steps)
+        printf(" | %17s", "TV(M, M_ref)");
+    printf("\n");
     int best = 0;
     for (int li = 0; li < nl; li++)
         for (int mi = 0; mi < nm; mi++)
             for (int ti = 0; ti < nt; ti++) {
                 int s = (li * nm + mi) * nt + ti;
-                const ba_summary *q = &sm[5 * s];
+                const ba_summary *q = &sm[NMEAS * s];
                 printf("%8g %7g %7g", lam[li], steps[mi], tau[ti]);
-                for (int i = 0; i < 5; i++) {
+                for (int i = 0; i < (ref_steps ? NMEAS : NMEAS - 1); i++) {
+                    const char *fmt = K > 1 ? (i == M_R2    ? " | %6.3f ± %5.3f"
+                                               : i == M_TVT ? " | %8.1e ± %6.0e"
+                                                            : " | %8.4f ± %6.4f")
+                                            : (i == M_R2    ? " | %13.3f"
+                                               : i == M_TVT ? " | %17.2e"
+                                                            : " | %17.4f");
                     if (K > 1)
-                        printf(i == 3 ? " | %6.3f ± %5.3f" : " | %8.4f ± %6.4f", q[i].mean,
-                               q[i].sd);
+                        printf(fmt, q[i].mean, q[i].sd);
                     else
-                        printf(i == 3 ? " | %13.3f" : " | %17.4f", q[i].mean);
+                        printf(fmt, q[i].mean);
                 }
                 printf("\n");
-                if (sm[5 * s].mean < sm[5 * best].mean)
+                if (sm[NMEAS * s].mean < sm[NMEAS * best].mean)
                     best = s;
             }
     printf("closest to the beta = 1 target: TV %.4f at lambda %g, M %g, tau %g "
            "(beta_eff %.4g); %.2f s\n",
-           sm[5 * best].mean, lam[best / (nm * nt)], steps[(best / nt) % nm], tau[best % nt],
-           sm[5 * best + 2].mean, elapsed);
+           sm[NMEAS * best].mean, lam[best / (nm * nt)], steps[(best / nt) % nm], tau[best % nt],
+           sm[NMEAS * best + M_BETA].mean, elapsed);
 
     char path[PATH_LEN];
     if (mkpath(c->cmd, path, "%s/dqa.csv", dir)) {
@@ -566,26 +591,26 @@ int cmd_dqa(int argc, char **argv)
         code = 1;
         goto done;
     }
-    fprintf(f, "instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff\n");
+    fprintf(f, "instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,"
+               "tv_trotter\n");
     for (int k = 0; k < K + 2; k++)
         for (int li = 0; li < nl; li++)
             for (int mi = 0; mi < nm; mi++)
                 for (int ti = 0; ti < nt; ti++) {
                     int s = (li * nm + mi) * nt + ti;
-                    double v[5];
+                    double v[NMEAS];
                     if (k < K) {
-                        const result *r = &res[(size_t)k * S + s];
-                        v[0] = r->tv, v[1] = r->kl, v[2] = r->beta, v[3] = r->r2, v[4] = r->tvb;
+                        memcpy(v, res[(size_t)k * S + s].v, sizeof v);
                         fprintf(f, "%d", k);
                     } else {
-                        for (int i = 0; i < 5; i++)
-                            v[i] = k == K ? sm[5 * s + i].mean
-                                          : (K > 1 ? sm[5 * s + i].sd : 0.0);
+                        for (int i = 0; i < NMEAS; i++)
+                            v[i] = k == K ? sm[NMEAS * s + i].mean
+                                          : (K > 1 ? sm[NMEAS * s + i].sd : 0.0);
                         fprintf(f, "%s", k == K ? "mean" : "sd");
                     }
                     fprintf(f, ",%d,%d,%g,%g,%g,%g", n, order, gamma, lam[li], steps[mi],
                             tau[ti]);
-                    for (int i = 0; i < 5; i++)
+                    for (int i = 0; i < NMEAS; i++)
                         fprintf(f, ",%.6g", v[i]);
                     fprintf(f, "\n");
                 }
@@ -600,7 +625,7 @@ int cmd_dqa(int argc, char **argv)
             goto done;
         }
         for (int s = 0; s < S; s++)
-            stv[s] = sm[5 * s], sb[s] = sm[5 * s + 2];
+            stv[s] = sm[NMEAS * s + M_TV], sb[s] = sm[NMEAS * s + M_BETA];
         code = write_plot_files(c->cmd, dir, lam, nl, steps, nm, tau, nt, stv, sb, n, K, gamma,
                                 order, ckpt ? "checkpoint" : "random instances");
         free(stv), free(sb);
@@ -616,7 +641,7 @@ int cmd_dqa(int argc, char **argv)
         printf("plot: %s/dqa.png\n", dir);
 
 done:
-    free(h), free(J), free(pe), free(pd), free(pb), free(col), free(res), free(sm);
+    free(h), free(J), free(pe), free(pd), free(pb), free(pr), free(col), free(res), free(sm);
     source_free(&src);
     return code;
 }
