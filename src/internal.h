@@ -237,4 +237,24 @@ int ba_crossentropy_forward(ba_real *logits, ba_real *probs,
 void ba_crossentropy_backward(ba_real *dlogits, const ba_real *probs,
                               const int *targets, int N, int O, double scale);
 
+/* ---------------------------------------------------------- samplers
+ * The DQA simulator's pieces (src/samplers.c), for the tests and the bench.
+ * States are split arrays re, im (2^n each, any alignment); E (2^n) holds
+ * the energies E(x) = -sum h_j s_j - sum_{j<k} J_jk s_j s_k. */
+
+/* E(x) for every state x in O(2^n); scratch holds 2^(n-1) doubles (at
+ * least 1). h may be NULL (h = 0); J rows of ldj, j < k read only. */
+void ba_dqa_energies(int n, const double *h, const double *J, int ldj, double *E,
+                     double *scratch);
+/* One fused Trotter step: psi <- exp(-i coef E) psi when E is not NULL,
+ * then psi <- prod_j (cos a + i sin a X_j) psi (= exp(-i a H_X / gamma)). */
+void ba_dqa_step(int n, double *re, double *im, const double *E, double coef, double a);
+/* psi <- exp(-i coef E) psi. */
+void ba_dqa_phase(int n, double *re, double *im, const double *E, double coef);
+/* The whole schedule of s (its dqa fields, already validated) from |+>^n
+ * into re, im, with E from ba_dqa_energies. final_phase 0 skips the last
+ * diagonal phase, which no measurement in Z sees. Returns BA_OK. */
+int ba_dqa_evolve(const ba_sampler *s, int n, const double *E, double *re, double *im,
+                  int final_phase);
+
 #endif

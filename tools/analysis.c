@@ -24,13 +24,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PATH_LEN 4096
 #define MAX_VARIANTS 16
 
 /* ------------------------------------------------------------ helpers */
 
 /* snprintf into a PATH_LEN buffer; -1 (after printing) if it does not fit. */
-static int __attribute__((format(printf, 3, 4)))
+int __attribute__((format(printf, 3, 4)))
 mkpath(const char *cmd, char *buf, const char *fmt, ...)
 {
     va_list ap;
@@ -45,14 +44,14 @@ mkpath(const char *cmd, char *buf, const char *fmt, ...)
 }
 
 /* Output files are written as PATH.tmp and renamed over PATH by close_out,
- * so an interrupted plot or couplings run leaves each file whole (old or
- * new), never cut short. */
+ * so an interrupted plot, couplings or dqa run leaves each file whole (old
+ * or new), never cut short. */
 static int tmp_name(const char *cmd, const char *path, char *tmp)
 {
     return mkpath(cmd, tmp, "%s.tmp", path);
 }
 
-static FILE *open_out(const char *cmd, const char *path)
+FILE *open_out(const char *cmd, const char *path)
 {
     char tmp[PATH_LEN];
     if (tmp_name(cmd, path, tmp))
@@ -65,7 +64,7 @@ static FILE *open_out(const char *cmd, const char *path)
 
 /* Closes an output file of open_out and puts it in place; 0, or 1 after
  * printing a write error (the temporary file is removed then). */
-static int close_out(const char *cmd, FILE *f, const char *path)
+int close_out(const char *cmd, FILE *f, const char *path)
 {
     char tmp[PATH_LEN];
     int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
@@ -106,7 +105,7 @@ static void stats_add(stats *s, double x)
 static double stats_sd(const stats *s) { return s->n > 1 ? sqrt(s->m2 / (s->n - 1)) : 0.0; }
 
 /* 1 if an executable `gnuplot` is on PATH. */
-static int have_gnuplot(void)
+int have_gnuplot(void)
 {
     const char *path = getenv("PATH");
     if (!path || !*path)
@@ -131,10 +130,10 @@ static int have_gnuplot(void)
     return 0;
 }
 
-static const char *const no_gnuplot_fix = "(apt-get install gnuplot-nox)";
+const char *const no_gnuplot_fix = "(apt-get install gnuplot-nox)";
 
 /* Runs `gnuplot SCRIPT` inside dir (no shell). 0, or 1 after printing. */
-static int run_gnuplot(const char *cmd, const char *dir, const char *script)
+int run_gnuplot(const char *cmd, const char *dir, const char *script)
 {
     fflush(stdout);
     fflush(stderr);
@@ -174,7 +173,7 @@ static int run_gnuplot(const char *cmd, const char *dir, const char *script)
 
 /* The opening of every script: terminal (pngcairo when this gnuplot has it,
  * else libgd png) and output file, relative to the script's directory. */
-static void gp_header(FILE *f, const char *script, const char *png, int w, int h)
+void gp_header(FILE *f, const char *script, const char *png, int w, int h)
 {
     fprintf(f,
             "# Written by boltzattn. Re-run from this directory: gnuplot %s\n"

@@ -208,7 +208,7 @@ static int load_model(const command *c, ba_model **m, char *err)
 }
 
 /* The charlm data path recorded by train in the checkpoint, if any. */
-static char *ckpt_data_path(const char *ckpt)
+char *ckpt_data_path(const char *ckpt)
 {
     ba_st *st;
     char err[BA_ERR_LEN];
@@ -559,6 +559,7 @@ static void print_main_help(void)
            "  ablate   train a grid of variants x T x widths x seeds; results and summary\n"
            "  plot     plots of an ablation directory (gnuplot)\n"
            "  couplings  the couplings J of a checkpoint: CSV, by distance, plots\n"
+           "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
            "  version  print the version\n\n"
            "'%s COMMAND --help' lists a command's options and their defaults.\n",
            BA_VERSION, prog, prog);
@@ -584,7 +585,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"train", cmd_train}, {"eval", cmd_eval},   {"sample", cmd_sample},
                 {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate},
-                {"couplings", cmd_couplings}, {"plot", cmd_plot}};
+                {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"dqa", cmd_dqa}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 2, argv + 2);

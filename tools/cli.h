@@ -152,9 +152,29 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  const train_settings *s, const char *outdir, const char *data_path,
                  int verbose, train_outcome *out);
 
+/* Output files and gnuplot (tools/analysis.c). Paths are PATH_LEN bytes;
+ * mkpath is snprintf into one, -1 (after printing) if it does not fit.
+ * open_out prints and returns NULL on failure; close_out returns 0 or 1
+ * after printing a write error. run_gnuplot runs `gnuplot SCRIPT` inside
+ * dir (no shell): 0, or 1 after printing. gp_header opens a script:
+ * terminal (pngcairo if available) and output file relative to dir. */
+#define PATH_LEN 4096
+int mkpath(const char *cmd, char *buf, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+FILE *open_out(const char *cmd, const char *path);
+int close_out(const char *cmd, FILE *f, const char *path);
+int have_gnuplot(void);
+extern const char *const no_gnuplot_fix; /* the install hint after "gnuplot not found" */
+int run_gnuplot(const char *cmd, const char *dir, const char *script);
+void gp_header(FILE *f, const char *script, const char *png, int w, int h);
+
+/* The charlm data path recorded by train in a checkpoint, or NULL
+ * (malloc'd; tools/boltzattn.c). */
+char *ckpt_data_path(const char *ckpt);
+
 /* subcommands living outside boltzattn.c */
 int cmd_ablate(int argc, char **argv);
 int cmd_couplings(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_dqa(int argc, char **argv);
 
 #endif
