@@ -354,6 +354,24 @@ double ba_kl_divergence(const double *p, const double *q, size_t N);
 int ba_fit_beta(int n, const double *h, const double *J, int ldj, const double *p,
                 double *beta, double *r2, char *err);
 
+/* How well a sampler reproduces one system's Boltzmann distribution P
+ * (inverse temperature 1), all over the 2^n states:
+ *   tv       total variation distance to P;
+ *   kl       KL(Q || P) of the sampler's distribution Q (nats);
+ *   beta_eff ba_fit_beta of Q, r2 that fit's coefficient of determination;
+ *   tv_eff   total variation between Q and the Boltzmann distribution at
+ *            beta_eff (small: Q is Boltzmann-like, only at another
+ *            temperature).
+ * Q is the exact |psi|^2 for dqa; for the other samplers it is the
+ * histogram of `shots` draws, so its distances include shot noise (of order
+ * sqrt(2^n / shots)). rng serves those draws only. n <= BA_DQA_MAX_SPINS;
+ * BA_ERR_ARG for the exact kind or bad arguments. */
+typedef struct {
+    double tv, kl, beta_eff, r2, tv_eff;
+} ba_sampler_quality;
+int ba_sampler_measure(const ba_sampler *s, int n, const double *h, const double *J, int ldj,
+                       int shots, ba_rng *rng, ba_sampler_quality *q, char *err);
+
 /* ------------------------------------------------- sampled attention
  * boltzmann and coupling attention may estimate their Ising marginals from
  * the shots of a sampler instead of computing them exactly (spec sections 3

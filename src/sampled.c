@@ -219,3 +219,58 @@ int ba_sampled_backward(const ba_sample_ctx *c, const ba_sampler *s, int B, int 
     free(D);
     return BA_OK;
 }
+
+/* ------------------------------------------------------ sampler quality */
+
+int ba_sampler_measure(const ba_sampler *s, int n, const double *h, const double *J, int ldj,
+                       int shots, ba_rng *rng, ba_sampler_quality *q, char *err)
+{
+    int rc = ba_sampler_validate(s, err);
+    if (rc)
+        return rc;
+    if (s->kind == BA_SAMPLER_EXACT)
+        return ba_fail(err, BA_ERR_ARG, "the exact sampler has nothing to measure");
+    if (n < 1 || n > BA_DQA_MAX_SPINS)
+        return ba_fail(err, n < 1 ? BA_ERR_ARG : BA_ERR_LIMIT,
+                       "n = %d is out of range [1, %d] for measuring a sampler", n,
+                       BA_DQA_MAX_SPINS);
+    if (!q || !rng || (s->kind != BA_SAMPLER_DQA && shots < 1))
+        return ba_fail(err, BA_ERR_ARG, "bad arguments (q, rng or shots = %d)", shots);
+    size_t N = (size_t)1 << n;
+    double *p = malloc(sizeof(double) * N), *qd = calloc(N, sizeof(double));
+    double *pe = malloc(sizeof(double) * N);
+    uint64_t *x = NULL;
+    if (!p || !qd || !pe) {
+        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate 3 x 2^%d probabilities", n);
+        goto done;
+    }
+    if ((rc = ba_boltzmann_distribution(n, h, J, ldj, 1.0, p, err)))
+        goto done;
+    if (s->kind == BA_SAMPLER_DQA) {
+        if ((rc = ba_dqa_distribution(s, n, h, J, ldj, qd, err)))
+            goto done;
+    } else {
+        ba_sampler one = *s;
+        one.shots = shots;
+        if (one.kind == BA_SAMPLER_GIBBS && one.chains > shots)
+            one.chains = shots;
+        if (!(x = malloc(sizeof(uint64_t) * (size_t)shots))) {
+            rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate %d shots", shots);
+            goto done;
+        }
+        if ((rc = ba_sample(&one, n, h, J, ldj, rng, x, err)))
+            goto done;
+        for (int k = 0; k < shots; k++)
+            qd[x[k]] += 1.0 / shots;
+    }
+    q->tv = ba_tv_distance(qd, p, N);
+    q->kl = ba_kl_divergence(qd, p, N);
+    if ((rc = ba_fit_beta(n, h, J, ldj, qd, &q->beta_eff, &q->r2, err)))
+        goto done;
+    if ((rc = ba_boltzmann_distribution(n, h, J, ldj, q->beta_eff, pe, err)))
+        goto done;
+    q->tv_eff = ba_tv_distance(qd, pe, N);
+done:
+    free(p), free(qd), free(pe), free(x);
+    return rc;
+}

@@ -89,6 +89,19 @@ for k in val_acc exact_val_loss exact_val_ppl exact_val_acc; do
 done
 grep -q '"sampler":{"kind":"direct","shots":64' "$TMP/br/metrics.jsonl" && ok ||
     bad "the config record lacks the sampler"
+# sample quality along training: one record per evaluation and one at the
+# end; the direct sampler draws from the exact distribution, so its total
+# variation is shot noise (near its logged floor, far below 0.2) and its
+# fitted beta is 1 within the noise
+nq=$(grep -c '"event":"quality"' "$TMP/br/metrics.jsonl")
+[ "$nq" = 10 ] && ok || bad "expected 10 quality records (9 evaluations and the end), got $nq"
+last=$(grep '"event":"quality"' "$TMP/br/metrics.jsonl" | tail -n 1)
+if awk -v l="$last" 'BEGIN {
+        match(l, /"tv":[0-9.]+/); tv = substr(l, RSTART + 5, RLENGTH - 5) + 0
+        match(l, /"beta_eff":[0-9.]+/); b = substr(l, RSTART + 11, RLENGTH - 11) + 0
+        match(l, /"tv_shot_floor":[0-9.]+/); f = substr(l, RSTART + 16, RLENGTH - 16) + 0
+        exit !(tv < 0.2 && f > 0 && tv < 2 * f && b > 0.9 && b < 1.1) }'; then ok; else
+    bad "direct sampler quality out of its band: $last"; fi
 # without --quiet both results go to stderr as well
 "$BIN" train --task brackets --attn coupling --T 6 --embd 8 --steps 5 --sampler direct \
     --shots 8 --out "$TMP/cp" >/dev/null 2>"$TMP/cp.err"

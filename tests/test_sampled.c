@@ -591,6 +591,48 @@ static void test_evaluate_reproducible(void **state)
     ba_dataset_free(d);
 }
 
+/* ba_sampler_measure against the pieces it is made of: for dqa the exact
+ * |psi|^2 (so the figures equal a by-hand computation), for a shot sampler
+ * the histogram of its draws (gibbs at 65536 shots is within shot noise of
+ * the target). Bad arguments are refused. */
+static void test_sampler_measure(void **state)
+{
+    (void)state;
+    enum { n = 6 };
+    ba_rng r;
+    ba_rng_seed(&r, 2024);
+    double h[n], J[n * n] = {0};
+    for (int j = 0; j < n; j++) {
+        h[j] = ba_rng_normal(&r);
+        for (int k = j + 1; k < n; k++)
+            J[j * n + k] = 0.3 * ba_rng_normal(&r);
+    }
+    char err[BA_ERR_LEN];
+    ba_sampler dqa = ba_sampler_default(BA_SAMPLER_DQA);
+    ba_sampler_quality q;
+    assert_int_equal(ba_sampler_measure(&dqa, n, h, J, n, 0, &r, &q, err), BA_OK);
+    double p[1 << n], d[1 << n], pe[1 << n], beta, r2;
+    assert_int_equal(ba_boltzmann_distribution(n, h, J, n, 1.0, p, err), BA_OK);
+    assert_int_equal(ba_dqa_distribution(&dqa, n, h, J, n, d, err), BA_OK);
+    assert_int_equal(ba_fit_beta(n, h, J, n, d, &beta, &r2, err), BA_OK);
+    assert_int_equal(ba_boltzmann_distribution(n, h, J, n, beta, pe, err), BA_OK);
+    assert_true(q.tv == ba_tv_distance(d, p, 1 << n));
+    assert_true(q.kl == ba_kl_divergence(d, p, 1 << n));
+    assert_true(q.beta_eff == beta && q.r2 == r2);
+    assert_true(q.tv_eff == ba_tv_distance(d, pe, 1 << n));
+    assert_true(q.beta_eff > 0 && q.beta_eff < 1 && q.tv > q.tv_eff);
+    ba_sampler gibbs = ba_sampler_default(BA_SAMPLER_GIBBS);
+    assert_int_equal(ba_sampler_measure(&gibbs, n, h, J, n, 65536, &r, &q, err), BA_OK);
+    /* shot noise of the TV over 64 states at 65536 shots is below
+     * 0.5 sqrt(2 * 64 / (pi * 65536)) = 0.013 */
+    assert_true(q.tv < 0.03);
+    assert_true(fabs(q.beta_eff - 1.0) < 0.1);
+    ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    assert_int_equal(ba_sampler_measure(&exact, n, h, J, n, 64, &r, &q, err), BA_ERR_ARG);
+    assert_int_equal(ba_sampler_measure(&gibbs, 25, h, J, n, 64, &r, &q, err), BA_ERR_LIMIT);
+    assert_int_equal(ba_sampler_measure(&gibbs, n, h, J, n, 0, &r, &q, err), BA_ERR_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_set_sampler_invalidates_backward),
         cmocka_unit_test(test_evaluate_reproducible),
+        cmocka_unit_test(test_sampler_measure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -793,6 +793,78 @@ static int take_lock(const char *dir, char *lock, size_t n, char *err)
 
 /* ------------------------------------------------------- training loop */
 
+/* Sample quality along training: the sampler measured against the exact
+ * distribution on the Ising systems the model meets, the last query of
+ * n = min(T, 8) keys of the first evaluation items (layer 0, head 0), as a
+ * "quality" record in the metrics log. n stays at 8 so the histogram of the
+ * shot samplers resolves 2^n states (shot noise of the total variation at
+ * most about 0.5 sqrt(2^n 2 / (pi S)), 0.035 here); the direct sampler's
+ * figure on the same systems is logged as that floor. The model's sampler
+ * is set to exact for the forward that yields the fields, then restored:
+ * the training stream is untouched. Returns 0 or a ba_status. */
+static int log_quality(ba_model *m, const ba_dataset *data, long step, FILE *log, char *err)
+{
+    const ba_config *cfg = ba_model_config(m);
+    ba_sampler own = cfg->sampler, exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    int T = cfg->block_size, n = T < 8 ? T : 8, K = ba_dataset_num_eval(data);
+    enum { SHOTS = 16384 };
+    K = K < 4 ? K : 4;
+    if (K < 1 || T > ba_engine_max_spins(cfg->engine))
+        return BA_OK;
+    int *in = malloc(sizeof(int) * (size_t)K * T), *tg = malloc(sizeof(int) * (size_t)K * T);
+    double *J = calloc((size_t)n * n, sizeof(double)), h[8];
+    int rc = BA_OK;
+    if (!in || !tg || !J) {
+        snprintf(err, BA_ERR_LEN, "out of memory for the sampler quality check");
+        rc = BA_ERR_NOMEM;
+    }
+    for (int k = 0; rc == BA_OK && k < K; k++)
+        ba_dataset_eval_item(data, k, in + (size_t)k * T, tg + (size_t)k * T);
+    double loss;
+    if (rc == BA_OK && (rc = ba_model_set_sampler(m, &exact, err)) == BA_OK) {
+        rc = ba_model_forward(m, in, tg, K, T, &loss, err);
+        int rc2 = ba_model_set_sampler(m, &own, err);
+        rc = rc ? rc : rc2;
+    }
+    /* head 0's couplings of layer 0, (Tmax,Tmax) rows */
+    int jt = ba_model_find_tensor(m, "blocks.0.attn.J");
+    ba_tensor_info ti;
+    if (rc == BA_OK && jt >= 0 && ba_model_tensor(m, jt, &ti) == BA_OK)
+        for (int j = 0; j < n; j++)
+            for (int k = j + 1; k < n; k++)
+                J[j * n + k] = ba_model_params(m)[ti.offset + (size_t)j * T + k];
+    ba_sampler_quality mean = {0, 0, 0, 0, 0}, q;
+    double floor_tv = 0.0;
+    ba_rng r;
+    ba_rng_seed(&r, 0x9a1171e5ULL ^ (uint64_t)step);
+    ba_sampler direct = ba_sampler_default(BA_SAMPLER_DIRECT);
+    for (int k = 0; rc == BA_OK && k < K; k++) {
+        int hit = cfg->attn == BA_ATTN_BOLTZMANN;
+        if (hit && (rc = ba_model_fields(m, 0, 0, k, n - 1, h, err)))
+            break;
+        if ((rc = ba_sampler_measure(&own, n, hit ? h : NULL, J, n, SHOTS, &r, &q, err)))
+            break;
+        mean.tv += q.tv / K, mean.kl += q.kl / K, mean.beta_eff += q.beta_eff / K;
+        mean.r2 += q.r2 / K, mean.tv_eff += q.tv_eff / K;
+        if (own.kind != BA_SAMPLER_DQA) {
+            if ((rc = ba_sampler_measure(&direct, n, hit ? h : NULL, J, n, SHOTS, &r, &q, err)))
+                break;
+            floor_tv += q.tv / K;
+        }
+    }
+    if (rc == BA_OK) {
+        fprintf(log,
+                "{\"event\":\"quality\",\"step\":%ld,\"n\":%d,\"instances\":%d,\"tv\":%.6f,"
+                "\"kl\":%.6f,\"beta_eff\":%.6f,\"r2\":%.6f,\"tv_eff\":%.6f",
+                step, n, K, mean.tv, mean.kl, mean.beta_eff, mean.r2, mean.tv_eff);
+        if (own.kind != BA_SAMPLER_DQA)
+            fprintf(log, ",\"tv_shot_floor\":%.6f,\"shots\":%d", floor_tv, (int)SHOTS);
+        fprintf(log, "}\n");
+    }
+    free(in), free(tg), free(J);
+    return rc;
+}
+
 int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  const train_settings *s, const char *outdir, const char *data_path,
                  int verbose, train_outcome *out)
@@ -947,6 +1019,12 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                     "{\"event\":\"eval\",\"step\":%ld,\"val_loss\":%.6f,\"val_ppl\":%.6f,"
                     "\"val_acc\":%.6f,\"items\":%d}\n",
                     done_steps, r.loss, r.ppl, r.accuracy, r.n_items);
+            if (sampled && (st = log_quality(m, data, done_steps, log, err))) {
+                fprintf(stderr, "%s%s %s: sampler quality at step %ld: %s\n", tty ? "\n" : "",
+                        prog, cmd, done_steps, err);
+                code = 1;
+                goto done;
+            }
             fflush(log);
             if (tty)
                 fprintf(stderr, "\r\033[K");
@@ -1010,6 +1088,11 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
         snprintf(exact_json, sizeof exact_json,
                  ",\"exact_val_loss\":%.6f,\"exact_val_ppl\":%.6f,\"exact_val_acc\":%.6f", rx.loss,
                  rx.ppl, rx.accuracy);
+    }
+    if (sampled && (st = log_quality(m, data, last_step, log, err))) {
+        fprintf(stderr, "%s %s: sampler quality: %s\n", prog, cmd, err);
+        code = 1;
+        goto done;
     }
     fprintf(log,
             "{\"event\":\"final\",\"step\":%ld,\"val_loss\":%.6f,\"val_ppl\":%.6f,"
