@@ -853,10 +853,17 @@ static int log_quality(ba_model *m, const ba_dataset *data, long step, FILE *log
         }
     }
     if (rc == BA_OK) {
+        /* KL is infinite where the exact distribution underflows to 0 on a
+         * state the sampler reaches: JSON has no infinity, so null */
+        char kl[32];
+        if (isfinite(mean.kl))
+            snprintf(kl, sizeof kl, "%.6f", mean.kl);
+        else
+            snprintf(kl, sizeof kl, "null");
         fprintf(log,
                 "{\"event\":\"quality\",\"step\":%ld,\"n\":%d,\"instances\":%d,\"tv\":%.6f,"
-                "\"kl\":%.6f,\"beta_eff\":%.6f,\"r2\":%.6f,\"tv_eff\":%.6f",
-                step, n, K, mean.tv, mean.kl, mean.beta_eff, mean.r2, mean.tv_eff);
+                "\"kl\":%s,\"beta_eff\":%.6f,\"r2\":%.6f,\"tv_eff\":%.6f",
+                step, n, K, mean.tv, kl, mean.beta_eff, mean.r2, mean.tv_eff);
         if (own.kind != BA_SAMPLER_DQA)
             fprintf(log, ",\"tv_shot_floor\":%.6f,\"shots\":%d", floor_tv, (int)SHOTS);
         fprintf(log, "}\n");
