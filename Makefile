@@ -10,7 +10,7 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build test test-release test-asan run data bench reproduce results-doc clean help
+.PHONY: all deps build test test-release test-asan run data bench reproduce results-doc samplers-doc clean help
 PRESET     ?= quick
 
 all: build
@@ -21,6 +21,8 @@ help:
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
 	@echo "make reproduce PRESET=quick|full   the paper's comparisons (results/PRESET/report.md)"
 	@echo "make results-doc   regenerate docs/results.md from docs/results-full (no training)"
+	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
+	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 
@@ -80,6 +82,12 @@ data/tinyshakespeare.txt:
 # The paper's comparisons: PRESET=quick (about 15 minutes) or full (hours).
 reproduce: build
 	bash tools/reproduce.sh $(PRESET) $(BIN)
+
+# The "Training with sampled statistics" section of docs/samplers.md from
+# the committed samplers grid (docs/samplers-runs); nothing is trained.
+samplers-doc: build
+	SUMMARY_ONLY=1 OUT=docs/samplers-runs bash tools/reproduce.sh samplers $(BIN)
+	bash tools/samplers_report.sh docs/samplers-runs docs/samplers.md
 
 # docs/results.md from the committed full grid (docs/results-full): summaries,
 # plots and the report are regenerated; nothing is trained.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the paper's comparisons with `boltzattn ablate` and writes the
 # summaries, plots and a generated report.
-# usage: tools/reproduce.sh quick|full [BIN]
+# usage: tools/reproduce.sh quick|full|samplers [BIN]
 #   DATA=PATH   Tiny Shakespeare (default: data/tinyshakespeare.txt, else
 #               ../shared/data/tinyshakespeare.txt)
 #   OUT=DIR     results directory (default: results/PRESET)
@@ -9,7 +9,7 @@
 #               from the runs finished so far
 # Grids are resumable: rerunning the same preset continues where it stopped.
 set -euo pipefail
-preset=${1:?usage: reproduce.sh quick|full [BIN]}
+preset=${1:?usage: reproduce.sh quick|full|samplers [BIN]}
 BIN=${2:-build/boltzattn}
 OUT=${OUT:-results/$preset}
 if [ -z "${DATA:-}" ]; then
@@ -67,8 +67,22 @@ full)
     "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
         --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${ONLY[@]}" --out "$OUT/brackets-T24"
     ;;
+samplers)
+    # Sampled attention (spec section 7) against exact boltzmann and softmax
+    # at T = 8: every sampler at 64, 256 and 1024 shots, 3 seeds, the same
+    # steps for all (docs/samplers.md). SA runs 5 sweeps per shot to keep
+    # its cost near the others'. The two tasks run side by side.
+    SM=(--attn softmax,boltzmann --T 8 --seeds 3 --steps 1000 --batch 32 --lr 3e-3
+        --sampler exact,direct,dqa,gibbs,sa --shots 64,256,1024 --sa-sweeps 5 --log-every 50
+        --threads 1)
+    "$BIN" ablate --task brackets --embd 16 "${SM[@]}" "${ONLY[@]}" --out "$OUT/brackets" &
+    bpid=$!
+    "$BIN" ablate --task charlm --embd 32 --eval-items 256 "${SM[@]}" --data "$DATA" "${ONLY[@]}" \
+        --out "$OUT/charlm"
+    wait "$bpid"
+    ;;
 *)
-    echo "unknown preset '$preset' (quick|full)" >&2
+    echo "unknown preset '$preset' (quick|full|samplers)" >&2
     exit 2
     ;;
 esac
