@@ -249,6 +249,7 @@ double ba_kl_divergence(const double *p, const double *q, size_t N)
 #ifndef DQA_CHUNK_BITS
 #define DQA_CHUNK_BITS 5                  /* contiguous amplitudes per tile chunk: 32 */
 #endif
+_Static_assert(DQA_LO_BITS > DQA_CHUNK_BITS, "a tile holds at least two chunks");
 #define DQA_TILE (1 << DQA_LO_BITS)       /* amplitudes per tile of a high pass */
 #define DQA_GROUP (DQA_LO_BITS - DQA_CHUNK_BITS) /* most high qubits per pass */
 
