@@ -22,7 +22,11 @@
  *
  * Samplers: per-shot wall time of ba_sample with default parameters
  * (256 shots) for gibbs and sa, and for dqa (the whole simulation divided
- * by its shots), on random instances h ~ N(0,1), J ~ N(0,0.3).
+ * by its shots), on random instances h ~ N(0,1), J ~ N(0,0.3). With
+ * --quality-shots S, also the total variation between the empirical
+ * distribution of S shots and the exact beta = 1 distribution: the direct
+ * sampler's is shot noise alone, the others' excess over it is their bias
+ * at default parameters.
  *
  * Exit status: 0 ok, 1 library error, 2 bad arguments. */
 #include "boltzattn.h"
@@ -50,7 +54,8 @@
 #include "bench_common.h"
 
 static const char *usage_text =
-    "usage: bench_dqa [--n LIST] [--sampler-n LIST] [--threads N] [--min-time S] [--quick]\n"
+    "usage: bench_dqa [--n LIST] [--sampler-n LIST] [--threads N] [--min-time S]\n"
+    "                 [--quality-shots S] [--quick]\n"
     "\n"
     "Times the DQA simulator's kernels (driver, phase, fused step, and a\n"
     "Walsh-Hadamard driver for comparison) next to an in-place memory pass over\n"
@@ -60,6 +65,9 @@ static const char *usage_text =
     "  --sampler-n LIST  system sizes for the per-shot costs (default 8,12,16; at most 24)\n"
     "  --threads N       OpenMP threads (default: OMP_NUM_THREADS or all cores)\n"
     "  --min-time S      seconds of repetitions per measurement (default 0.5)\n"
+    "  --quality-shots S also the total variation between S shots of each sampler\n"
+    "                    (default parameters) and the exact distribution, for the\n"
+    "                    sampler sizes up to 16 (default 0: skipped)\n"
     "  --quick           smoke test: n = 10,13, sampler n = 6, 0.02 s\n";
 
 /* ------------------------------------------------------------ timing */
@@ -236,10 +244,55 @@ static void random_instance(ba_rng *r, int n, double *h, double *J)
     }
 }
 
+/* TV between S shots of every sampler (default parameters, S shots in one
+ * call) and the exact distribution, 3 random instances per n <= 16. */
+static int quality(int S, const int *sns, int nsn)
+{
+    printf("\ntotal variation between %d shots and the exact beta = 1 distribution (default "
+           "parameters;\nthe direct sampler's is shot noise alone), 3 instances per n:\n", S);
+    printf("%3s %4s %9s %9s %9s %9s\n", "n", "inst", "direct", "gibbs", "sa", "dqa");
+    char err[BA_ERR_LEN];
+    ba_rng rng;
+    ba_rng_seed(&rng, 2);
+    uint64_t *shots = malloc(sizeof(uint64_t) * S);
+    double *p = malloc(sizeof(double) << 16), *c = malloc(sizeof(double) << 16);
+    int rc = !shots || !p || !c;
+    for (int t = 0; t < nsn && !rc; t++) {
+        int n = sns[t];
+        if (n > 16)
+            continue;
+        size_t N = (size_t)1 << n;
+        double h[16], J[16 * 16];
+        for (int inst = 0; inst < 3 && !rc; inst++) {
+            random_instance(&rng, n, h, J);
+            rc = ba_boltzmann_distribution(n, h, J, n, 1.0, p, err);
+            printf("%3d %4d", n, inst);
+            ba_sampler_kind kinds[4] = {BA_SAMPLER_DIRECT, BA_SAMPLER_GIBBS, BA_SAMPLER_SA,
+                                        BA_SAMPLER_DQA};
+            for (int ki = 0; ki < 4 && !rc; ki++) {
+                ba_sampler s = ba_sampler_default(kinds[ki]);
+                s.shots = S;
+                if ((rc = ba_sample(&s, n, h, J, n, &rng, shots, err)))
+                    break;
+                memset(c, 0, sizeof(double) * N);
+                for (int i = 0; i < S; i++)
+                    c[shots[i]] += 1.0 / S;
+                printf(" %9.4f", ba_tv_distance(c, p, N));
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    if (rc)
+        fprintf(stderr, "bench_dqa: %s\n", shots && p && c ? err : "out of memory");
+    free(shots), free(p), free(c);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     int ns[MAX_TS] = {12, 16, 20, 24}, nn = 4, sns[MAX_TS] = {8, 12, 16}, nsn = 3;
-    long threads = 0;
+    long threads = 0, qshots = 0;
     double min_time = 0.5;
     int quick = 0, n_set = 0, sn_set = 0, mt_set = 0;
     for (int i = 1; i < argc; i++) {
@@ -253,7 +306,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--n") && strcmp(a, "--sampler-n") && strcmp(a, "--threads") &&
-            strcmp(a, "--min-time"))
+            strcmp(a, "--min-time") && strcmp(a, "--quality-shots"))
             return usage_error("unknown option '%s'", a);
         if (i + 1 >= argc)
             return usage_error("option %s needs a value", a);
@@ -265,6 +318,8 @@ int main(int argc, char **argv)
             bad = parse_list(v, 1, BA_DQA_MAX_SPINS, sns, &nsn), sn_set = 1;
         else if (!strcmp(a, "--threads"))
             bad = parse_int(v, 1, 1024, &threads);
+        else if (!strcmp(a, "--quality-shots"))
+            bad = parse_int(v, 0, 1 << 24, &qshots);
         else
             bad = parse_double(v, 0.0, 3600.0, &min_time), mt_set = 1;
         if (bad)
@@ -383,5 +438,5 @@ int main(int argc, char **argv)
                us[2] * d.shots * 1e-3, d.tau, d.trotter_steps, d.order);
         fflush(stdout);
     }
-    return 0;
+    return qshots ? quality((int)qshots, sns, nsn) : 0;
 }

@@ -220,8 +220,8 @@ double ba_kl_divergence(const double *p, const double *q, size_t N)
  * taken two at a time on quadruples of amplitudes, to halve the loads and
  * stores). The other way to apply it, a Walsh-Hadamard transform, a
  * diagonal phase of the popcount and a second transform, does twice the
- * butterfly passes plus a diagonal pass, and measured 2-3 times slower
- * (bench/dqa.c, docs/samplers.md). Passes are cache-blocked: one pass over
+ * butterfly passes plus a diagonal pass, and measured 2.5-4.5 times slower
+ * (bench/dqa.c, docs/performance.md). Passes are cache-blocked: one pass over
  * blocks of 2^DQA_LO_BITS contiguous amplitudes applies the pending phase
  * and the rotations of the low qubits; the high qubits go in groups, each
  * group one pass over tiles that gather 2^g chunks of 2^DQA_CHUNK_BITS
@@ -249,6 +249,7 @@ double ba_kl_divergence(const double *p, const double *q, size_t N)
 #ifndef DQA_CHUNK_BITS
 #define DQA_CHUNK_BITS 5                  /* contiguous amplitudes per tile chunk: 32 */
 #endif
+_Static_assert(DQA_LO_BITS > DQA_CHUNK_BITS, "a tile holds at least two chunks");
 #define DQA_TILE (1 << DQA_LO_BITS)       /* amplitudes per tile of a high pass */
 #define DQA_GROUP (DQA_LO_BITS - DQA_CHUNK_BITS) /* most high qubits per pass */
 

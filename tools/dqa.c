@@ -25,8 +25,11 @@
 #define MAX_LIST 32
 
 static opt dqa_opts[] = {
-    {"n", "N", "8; T with --ckpt", "spins (qubits) per instance, 1..24 (with --ckpt at most T: the query at position N-1)", 0, 0},
-    {"instances", "K", "5", "instances: random draws, or the first K evaluation items with --ckpt", 0, 0},
+    {"n", "N", "8; T with --ckpt",
+     "spins (qubits) per instance, 1..24 (with --ckpt at most T: the query at position N-1)", 0,
+     0},
+    {"instances", "K", "5",
+     "instances: random draws, or the first K evaluation items with --ckpt", 0, 0},
     {"seed", "N", "1", "seed of the random instances", 0, 0},
     {"h-std", "X", "1", "standard deviation of the random fields h_j", 0, 0},
     {"j-std", "X", "0.3", "standard deviation of the random couplings J_jk (j < k)", 0, 0},
@@ -60,9 +63,9 @@ static const command dqa_cmd = {
     "between the output and the Boltzmann distribution at beta_eff. Writes DIR/dqa.csv\n"
     "(columns instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,\n"
     "tv_trotter; a row per instance and setting, then mean and sd rows; tv_trotter is\n"
-    "nan without --ref-steps), DIR/dqa.dat, DIR/dqa.gp and,\n"
-    "when gnuplot is on PATH, DIR/dqa.png (TV and beta_eff against tau, one curve per\n"
-    "M and lambda, error bars: sd over instances).",
+    "nan without --ref-steps), DIR/dqa.dat, DIR/dqa.gp and, when gnuplot is on PATH,\n"
+    "DIR/dqa.png (TV and beta_eff against tau, one curve per M and lambda, error bars:\n"
+    "sd over instances). Exit status: 0 ok, 1 runtime failure, 2 bad usage or input.",
     dqa_opts};
 
 /* Comma-separated numbers in [lo, hi] (integers when integral is set). */
@@ -180,7 +183,7 @@ static int check_fields(ba_model *m, const int *in, int n, int hd, const double 
                         const double *J, double *maxdiff, char *err)
 {
     const ba_config *cfg = ba_model_config(m);
-    int T = cfg->block_size, H = cfg->n_head;
+    int T = cfg->block_size;
     int st = ba_model_forward(m, in, NULL, 1, T, NULL, err);
     if (st)
         return st;
@@ -194,7 +197,6 @@ static int check_fields(ba_model *m, const int *in, int n, int hd, const double 
     *maxdiff = 0.0;
     for (int j = 0; j < n; j++)
         *maxdiff = fmax(*maxdiff, fabs(exp(logw[j]) / z - (double)att[j]));
-    (void)H;
     return BA_OK;
 }
 
@@ -288,8 +290,9 @@ typedef struct {
     ba_dataset *data;
     l0_tensors l0;
     const ba_real *J; /* (T,T) of the chosen layer and head */
-    int T, head, fields; /* fields: 1 = layer-0 fields from data, 0 = h = 0 (coupling), -1 = random */
-    int *in, *tg;        /* (T) one evaluation item */
+    int T, head;
+    int fields;   /* 1: layer-0 fields from the data, 0: h = 0 (coupling), -1: random */
+    int *in, *tg; /* (T) one evaluation item */
 } source;
 
 static void source_free(source *s)
@@ -338,7 +341,8 @@ static int open_ckpt(const command *c, const char *ckpt, int K, int layer, sourc
     }
     if (cfg->attn == BA_ATTN_COUPLING) {
         src->fields = 0;
-        fprintf(stderr, "note: a coupling model has h = 0: every instance is the learned J alone\n");
+        fprintf(stderr,
+                "note: a coupling model has h = 0: every instance is the learned J alone\n");
         return 0;
     }
     src->fields = 1;
