@@ -95,8 +95,8 @@ for e in 0 25; do
     "$BIN" train --task brackets --T 8 --embd 16 --sampler direct --shots 64 --steps 100 \
         --eval-every $e --save-every 0 --quiet --out "$TMP/ev$e" >/dev/null 2>&1
 done
-a=$(grep -e '"event":"train","step":100,' -e '"event":"final"' "$TMP/ev0/metrics.jsonl" | sed 's/"steps_per_s".*//')
-b=$(grep -e '"event":"train","step":100,' -e '"event":"final"' "$TMP/ev25/metrics.jsonl" | sed 's/"steps_per_s".*//')
+a=$(grep -e '"event":"train","step":100,' -e '"event":"final"' "$TMP/ev0/metrics.jsonl" | sed -e 's/"train_s".*//' -e 's/"steps_per_s".*//')
+b=$(grep -e '"event":"train","step":100,' -e '"event":"final"' "$TMP/ev25/metrics.jsonl" | sed -e 's/"train_s".*//' -e 's/"steps_per_s".*//')
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "evaluations changed a sampled run: '$a' vs '$b'"
 [ "$(grep -c '"event":"quality"' "$TMP/ev25/metrics.jsonl")" = 4 ] && ok || bad "expected 4 quality records with --eval-every 25"
 # sample quality along training: one record per evaluation and one at the
