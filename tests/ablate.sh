@@ -5,11 +5,9 @@
 # inventing them. usage: tests/ablate.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: ablate.sh PATH/TO/boltzattn}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-failed=0
-check() { if eval "$2"; then pass=$((pass + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi; }
+. "$(dirname "$0")/lib.sh"
+# check NAME EXPR (this script names its checks first)
+check() { if eval "$2"; then ok; else bad "$1"; fi; }
 
 G="$TMP/grid"
 ARGS=(--task brackets --attn softmax,boltzmann --T 6 --embd 8 --seeds 2 --steps 40 --batch 16 --out "$G")

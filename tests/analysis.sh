@@ -7,33 +7,8 @@
 # usage: tests/analysis.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: analysis.sh PATH/TO/boltzattn}
-# absolute, so the binary is still found when PATH is emptied below
-case $BIN in /*) ;; *) BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" ;; esac
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pass=0
-failed=0
-
-ok() { pass=$((pass + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 check() { if eval "$1" 2>/dev/null; then ok; else bad "$2"; fi; }
-
-# expect CODE PATTERN -- command...: exit code and an output substring
-expect() {
-    local code=$1 pat=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [ "$rc" != "$code" ]; then
-        bad "'$*' exited $rc, expected $code; output: $out"
-    elif [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then
-        bad "'$*' output lacks '$pat'; output: $out"
-    else
-        ok
-    fi
-}
 
 # rows FILE: data lines (not the header, not blank, not comments)
 rows() { tail -n +2 "$1" | grep -cv '^\s*$'; }

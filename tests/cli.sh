@@ -4,30 +4,7 @@
 # usage: tests/cli.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: cli.sh PATH/TO/boltzattn}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pass=0
-failed=0
-
-ok() { pass=$((pass + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-
-# expect CODE PATTERN -- command...: exit code and a stderr/stdout substring
-expect() {
-    local code=$1 pat=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [ "$rc" != "$code" ]; then
-        bad "'$*' exited $rc, expected $code; output: $out"
-    elif [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then
-        bad "'$*' output lacks '$pat'; output: $out"
-    else
-        ok
-    fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # --- usage errors: exit 2 with a message naming the problem
 expect 2 "unknown command 'frobnicate'" -- "$BIN" frobnicate

@@ -8,32 +8,8 @@
 # usage: tests/dqa.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: dqa.sh PATH/TO/boltzattn}
-case $BIN in /*) ;; *) BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" ;; esac
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pass=0
-failed=0
-
-ok() { pass=$((pass + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 check() { if eval "$1" 2>/dev/null; then ok; else bad "$2"; fi; }
-
-# expect CODE PATTERN -- command...: exit code and an output substring
-expect() {
-    local code=$1 pat=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [ "$rc" != "$code" ]; then
-        bad "'$*' exited $rc, expected $code; output: $out"
-    elif [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then
-        bad "'$*' output lacks '$pat'; output: $out"
-    else
-        ok
-    fi
-}
 
 if command -v gnuplot >/dev/null 2>&1; then GNUPLOT=1; else GNUPLOT=0; echo "note: gnuplot not installed, PNG checks skipped"; fi
 png_ok() { [ -s "$1" ] && [ "$(head -c 4 "$1" | tail -c 3)" = "PNG" ]; }

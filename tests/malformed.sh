@@ -7,15 +7,9 @@
 # that gen.py reproduces the committed files byte for byte.
 # usage: tests/malformed.sh PATH/TO/boltzattn
 set -u
-BIN=$(cd "$(dirname "${1:?usage: malformed.sh PATH/TO/boltzattn}")" && pwd)/$(basename "$1")
+BIN=${1:?usage: malformed.sh PATH/TO/boltzattn}
+. "$(dirname "$0")/lib.sh"
 DIR=$(cd "$(dirname "$0")/malformed" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pass=0
-failed=0
-ok() { pass=$((pass + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
 
 # Relative names, so messages quote the file as the manifest does.
 cd "$DIR" || exit 1

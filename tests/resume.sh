@@ -13,13 +13,7 @@
 # usage: tests/resume.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: resume.sh PATH/TO/boltzattn}
-TMP=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-pass=0
-failed=0
-ok() { pass=$((pass + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 # kill_resume NAME KILLS ARGS...: the run with ARGS uninterrupted in $TMP/NAME-a,
 # and in $TMP/NAME-b killed after each of the KILLS (comma-separated) logged
@@ -108,7 +102,7 @@ grep -aq "\"step\":\"$sstep\"" "$TMP/s/model.safetensors" && ok ||
 "$BIN" eval --ckpt "$TMP/s/model.safetensors" >/dev/null 2>&1 && ok ||
     bad "checkpoint saved on SIGTERM does not load"
 "$BIN" train --resume "$TMP/s" --quiet >/dev/null 2>&1 && ok || bad "resume after SIGTERM failed"
-cmp -s "$TMP/a/model.safetensors" "$TMP/s/model.safetensors" && ok ||
+cmp -s "$TMP/exact-a/model.safetensors" "$TMP/s/model.safetensors" && ok ||
     bad "weights resumed after SIGTERM differ from the uninterrupted run"
 
 # ---- a second signal during the save exits at once. The save is held

@@ -1,0 +1,33 @@
+# The set-up every shell test shares; source it after setting BIN:
+#     BIN=${1:?usage: NAME.sh PATH/TO/boltzattn}
+#     . "$(dirname "$0")/lib.sh"
+# It makes BIN absolute (tests may cd or empty PATH), a scratch directory
+# TMP removed at exit (kept when KEEP is set, for debugging), two OpenMP
+# threads unless the caller chose, the pass/failed counters and the
+# helpers ok, bad and expect.
+case $BIN in /*) ;; *) BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" ;; esac
+TMP=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+pass=0
+failed=0
+
+ok() { pass=$((pass + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# expect CODE PATTERN -- command...: the exit code, and a substring of the
+# output (stdout and stderr) unless PATTERN is empty
+expect() {
+    local code=$1 pat=$2
+    shift 3
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" != "$code" ]; then
+        bad "'$*' exited $rc, expected $code; output: $out"
+    elif [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then
+        bad "'$*' output lacks '$pat'; output: $out"
+    else
+        ok
+    fi
+}
