@@ -128,6 +128,14 @@ echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 echo "Training time of the finished runs, summed: $(total_hours) hours (one thread each)."
 echo
 
+echo "| grid | runs finished |"
+echo "|---|---|"
+for d in "$OUT"/*/; do
+    [ -f "$d/summary.md" ] || continue
+    echo "| $(basename "$d") | $(grep -o -m1 '^[0-9]* of [0-9]* runs finished' "$d/summary.md" | sed 's/ runs finished//') |"
+done
+echo
+
 if [ "$preset" = full ]; then
     echo "## Headline rows"
     echo
