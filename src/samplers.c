@@ -705,6 +705,10 @@ static void sweep(const ising_sys *sy, double beta, ba_rng *r, double *sp, doubl
 static uint64_t state_word(int n, const double *sp)
 {
     uint64_t x = 0;
+    /* n <= 64 was checked by ba_sample; the bound is restated so the
+     * compiler sees the word (and sp) cannot overflow */
+    if (n > BA_SAMPLER_MAX_SPINS)
+        n = BA_SAMPLER_MAX_SPINS;
     for (int j = 0; j < n; j++)
         x |= (uint64_t)(sp[j] > 0) << j;
     return x;
