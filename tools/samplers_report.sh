@@ -34,8 +34,8 @@ versus_exact() {
         END {
             split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262", tq, " ")
             unit = task == "charlm" ? "%" : "points"
-            printf "| sampler | S | runs | with its sampler | with exact inference | vs exact training (%s, 95 %% CI) | verdict | training time vs exact |\n", unit
-            print "|---|---|---|---|---|---|---|---|"
+            printf "| sampler | S | runs | with its sampler | with exact inference | vs exact training (%s, 95 %% CI) | verdict | training time (s) | vs exact |\n", unit
+            print "|---|---|---|---|---|---|---|---|---|"
             for (i = 1; i <= k; i++) {
                 key = order[i]; split(key, p, " ")
                 m = 0; np = 0
@@ -61,7 +61,7 @@ versus_exact() {
                 own = sprintf(fmt, sv[key] / n[key])
                 ex = nx[key] ? sprintf(fmt, sx[key] / nx[key]) : "-"
                 tr = refn ? sprintf("%.1f x", (wall[key] / n[key]) / (reft / refn)) : "-"
-                printf "| %s | %s | %d | %s | %s | %s | %s | %s |\n", p[1], p[2], n[key], own, ex, eff, verdict, tr
+                printf "| %s | %s | %d | %s | %s | %s | %s | %.1f | %s |\n", p[1], p[2], n[key], own, ex, eff, verdict, wall[key] / n[key], tr
             }
         }' "$1"
 }
@@ -97,7 +97,7 @@ quality() {
             print "|---|---|---|---|---|---|---|---|---|"
             for (i = 1; i <= k; i++) {
                 key = order[i]; split(key, p, " ")
-                printf "| %s | %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", p[1], p[2], n[key], t1[key] / n[key], tl[key] / n[key], b1[key] / n[key], bl[key] / n[key], el[key] / n[key], fn[key] ? sprintf("%.3f", fl[key] / fn[key]) : "none (exact output distribution)"
+                printf "| %s | %s | %d | %.3f | %.3f | %.3g | %.3g | %.3f | %s |\n", p[1], p[2], n[key], t1[key] / n[key], tl[key] / n[key], b1[key] / n[key], bl[key] / n[key], el[key] / n[key], fn[key] ? sprintf("%.3f", fl[key] / fn[key]) : "none (exact output distribution)"
             }
         }'
 }
@@ -139,7 +139,7 @@ section() {
         echo
         echo "#### Against exact training"
         echo
-        echo "Each sampled arm against exact boltzmann on the same seeds (relative perplexity change for charlm, negative is better; accuracy points for brackets), with the value of the same weights under exact inference and the mean training time (steps and evaluations) relative to the exact run:"
+        echo "Each sampled arm against exact boltzmann on the same seeds (relative perplexity change for charlm, negative is better; accuracy points for brackets), with the value of the same weights under exact inference and the mean training time of a run (its steps and periodic evaluations, one thread), also relative to the exact run (exact boltzmann took '"$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next} $c["variant"] == "boltzmann" && $c["sampler"] == "exact" {s += $c["wall_s"]; n++} END {printf "%.1f", n ? s / n : 0}' "$OUT/$task/results.csv")"' s):"
         echo
         versus_exact "$OUT/$task/results.csv"
         echo
