@@ -139,7 +139,7 @@ section() {
         echo
         echo "#### Against exact training"
         echo
-        echo "Each sampled arm against exact boltzmann on the same seeds (relative perplexity change for charlm, negative is better; accuracy points for brackets), with the value of the same weights under exact inference and the mean training time of a run (its steps and periodic evaluations, one thread), also relative to the exact run (exact boltzmann took '"$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next} $c["variant"] == "boltzmann" && $c["sampler"] == "exact" {s += $c["wall_s"]; n++} END {printf "%.1f", n ? s / n : 0}' "$OUT/$task/results.csv")"' s):"
+        echo "Each sampled arm against exact boltzmann on the same seeds (relative perplexity change for charlm, negative is better; accuracy points for brackets), with the value of the same weights under exact inference and the mean training time of a run (its steps and periodic evaluations, one thread), also relative to the exact run (exact boltzmann took $(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next} $c["variant"] == "boltzmann" && $c["sampler"] == "exact" {s += $c["wall_s"]; n++} END {printf "%.1f", n ? s / n : 0}' "$OUT/$task/results.csv") s):"
         echo
         versus_exact "$OUT/$task/results.csv"
         echo
