@@ -364,8 +364,10 @@ int ba_fit_beta(int n, const double *h, const double *J, int ldj, const double *
  *            temperature).
  * Q is the exact |psi|^2 for dqa; for the other samplers it is the
  * histogram of `shots` draws, so its distances include shot noise (of order
- * sqrt(2^n / shots)). rng serves those draws only. n <= BA_DQA_MAX_SPINS;
- * BA_ERR_ARG for the exact kind or bad arguments. */
+ * sqrt(2^n / shots)). rng serves those draws only. When Q sits on states
+ * of a single energy no temperature can be fitted: beta_eff, r2 and tv_eff
+ * are then NAN (not an error). n <= BA_DQA_MAX_SPINS; BA_ERR_ARG for the
+ * exact kind or bad arguments. */
 typedef struct {
     double tv, kl, beta_eff, r2, tv_eff;
 } ba_sampler_quality;

@@ -265,7 +265,16 @@ int ba_sampler_measure(const ba_sampler *s, int n, const double *h, const double
     }
     q->tv = ba_tv_distance(qd, p, N);
     q->kl = ba_kl_divergence(qd, p, N);
-    if ((rc = ba_fit_beta(n, h, J, ldj, qd, &q->beta_eff, &q->r2, err)))
+    rc = ba_fit_beta(n, h, J, ldj, qd, &q->beta_eff, &q->r2, err);
+    if (rc == BA_ERR_NUMERIC) {
+        /* Q sits on states of a single energy (a sampler frozen into one
+         * state, say): no temperature fits, which is a measurement, not a
+         * failure */
+        q->beta_eff = q->r2 = q->tv_eff = NAN;
+        rc = BA_OK;
+        goto done;
+    }
+    if (rc)
         goto done;
     if ((rc = ba_boltzmann_distribution(n, h, J, ldj, q->beta_eff, pe, err)))
         goto done;

@@ -627,6 +627,14 @@ static void test_sampler_measure(void **state)
      * 0.5 sqrt(2 * 64 / (pi * 65536)) = 0.013 */
     assert_true(q.tv < 0.03);
     assert_true(fabs(q.beta_eff - 1.0) < 0.1);
+    /* fields of +50 freeze every shot into the all-up state: one energy,
+     * no temperature to fit, which is reported as NAN, not as an error */
+    double hot[n];
+    for (int j = 0; j < n; j++)
+        hot[j] = 50.0;
+    assert_int_equal(ba_sampler_measure(&gibbs, n, hot, J, n, 1024, &r, &q, err), BA_OK);
+    assert_true(isnan(q.beta_eff) && isnan(q.r2) && isnan(q.tv_eff));
+    assert_true(q.tv < 1e-9); /* the exact distribution is that state too */
     ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
     assert_int_equal(ba_sampler_measure(&exact, n, h, J, n, 64, &r, &q, err), BA_ERR_ARG);
     assert_int_equal(ba_sampler_measure(&gibbs, 25, h, J, n, 64, &r, &q, err), BA_ERR_LIMIT);

@@ -834,6 +834,7 @@ static int log_quality(ba_model *m, const ba_dataset *data, long step, FILE *log
             for (int k = j + 1; k < n; k++)
                 J[j * n + k] = ba_model_params(m)[ti.offset + (size_t)j * T + k];
     ba_sampler_quality mean = {0, 0, 0, 0, 0}, q;
+    int fitted = 0; /* instances whose temperature could be fitted */
     double floor_tv = 0.0;
     ba_rng r;
     ba_rng_seed(&r, 0x9a1171e5ULL ^ (uint64_t)step);
@@ -844,8 +845,11 @@ static int log_quality(ba_model *m, const ba_dataset *data, long step, FILE *log
             break;
         if ((rc = ba_sampler_measure(&own, n, hit ? h : NULL, J, n, SHOTS, &r, &q, err)))
             break;
-        mean.tv += q.tv / K, mean.kl += q.kl / K, mean.beta_eff += q.beta_eff / K;
-        mean.r2 += q.r2 / K, mean.tv_eff += q.tv_eff / K;
+        mean.tv += q.tv / K, mean.kl += q.kl / K;
+        if (isfinite(q.beta_eff)) { /* NAN: frozen on one energy, no fit */
+            mean.beta_eff += q.beta_eff, mean.r2 += q.r2, mean.tv_eff += q.tv_eff;
+            fitted++;
+        }
         if (own.kind != BA_SAMPLER_DQA) {
             if ((rc = ba_sampler_measure(&direct, n, hit ? h : NULL, J, n, SHOTS, &r, &q, err)))
                 break;
@@ -855,15 +859,21 @@ static int log_quality(ba_model *m, const ba_dataset *data, long step, FILE *log
     if (rc == BA_OK) {
         /* KL is infinite where the exact distribution underflows to 0 on a
          * state the sampler reaches: JSON has no infinity, so null */
-        char kl[32];
+        char kl[32], fit[128];
         if (isfinite(mean.kl))
             snprintf(kl, sizeof kl, "%.6f", mean.kl);
         else
             snprintf(kl, sizeof kl, "null");
+        /* the fit's means over the instances that have one; null if none */
+        if (fitted)
+            snprintf(fit, sizeof fit, "\"beta_eff\":%.6f,\"r2\":%.6f,\"tv_eff\":%.6f",
+                     mean.beta_eff / fitted, mean.r2 / fitted, mean.tv_eff / fitted);
+        else
+            snprintf(fit, sizeof fit, "\"beta_eff\":null,\"r2\":null,\"tv_eff\":null");
         fprintf(log,
                 "{\"event\":\"quality\",\"step\":%ld,\"n\":%d,\"instances\":%d,\"tv\":%.6f,"
-                "\"kl\":%s,\"beta_eff\":%.6f,\"r2\":%.6f,\"tv_eff\":%.6f",
-                step, n, K, mean.tv, kl, mean.beta_eff, mean.r2, mean.tv_eff);
+                "\"kl\":%s,%s,\"fitted\":%d",
+                step, n, K, mean.tv, kl, fit, fitted);
         if (own.kind != BA_SAMPLER_DQA)
             fprintf(log, ",\"tv_shot_floor\":%.6f,\"shots\":%d", floor_tv, (int)SHOTS);
         fprintf(log, "}\n");

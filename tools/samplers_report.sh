@@ -87,7 +87,10 @@ quality() {
         {
             key = $1 " " $2
             if (!(key in n)) order[++k] = key
-            n[key]++; t1[key] += $3; tl[key] += $4; b1[key] += $5; bl[key] += $6; el[key] += $7
+            # beta_eff and tv_eff are "x" where no temperature could be fitted
+            n[key]++; t1[key] += $3; tl[key] += $4
+            if ($5 != "x") { nb1[key]++; b1[key] += $5 }
+            if ($6 != "x") { nbl[key]++; bl[key] += $6; el[key] += $7 }
             if ($8 != "x") { fn[key]++; fl[key] += $8 }
             last[key] = $9
         }
@@ -97,7 +100,7 @@ quality() {
             print "|---|---|---|---|---|---|---|---|---|"
             for (i = 1; i <= k; i++) {
                 key = order[i]; split(key, p, " ")
-                printf "| %s | %s | %d | %.3f | %.3f | %.3g | %.3g | %.3f | %s |\n", p[1], p[2], n[key], t1[key] / n[key], tl[key] / n[key], b1[key] / n[key], bl[key] / n[key], el[key] / n[key], fn[key] ? sprintf("%.3f", fl[key] / fn[key]) : "none (exact output distribution)"
+                printf "| %s | %s | %d | %.3f | %.3f | %s | %s | %s | %s |\n", p[1], p[2], n[key], t1[key] / n[key], tl[key] / n[key], nb1[key] ? sprintf("%.3g", b1[key] / nb1[key]) : "no fit", nbl[key] ? sprintf("%.3g", bl[key] / nbl[key]) : "no fit", nbl[key] ? sprintf("%.3f", el[key] / nbl[key]) : "no fit", fn[key] ? sprintf("%.3f", fl[key] / fn[key]) : "none (exact output distribution)"
             }
         }'
 }
