@@ -93,7 +93,7 @@ done
 # Couplings of the boltzmann run with the largest T (seed 1, FFN if any) of
 # each grid.
 for d in "$OUT"/*/; do
-    ck=$(cd "${d}runs" 2>/dev/null && ls -d *-boltzmann-s1 2>/dev/null | sort -t- -k2.2n -k4.4n | tail -n 1)
+    ck=$(cd "${d}runs" 2>/dev/null && ls -d *-boltzmann-s1 2>/dev/null | sort -t- -k2.2n -k4.4n | tail -n 1) || true
     # (checkpoints are not kept in git: a clone keeps the committed tables)
     if [ -n "$ck" ] && [ -f "${d}runs/$ck/model.safetensors" ]; then
         "$BIN" couplings --ckpt "${d}runs/$ck/model.safetensors" --out "${d}couplings" >/dev/null || true
