@@ -15,7 +15,7 @@ set title "validation metric during training\ncharlm, T=12, C=32; mean ± sd ove
 set ylabel "validation perplexity"
 set logscale y
 set ytics autofreq
-set yrange [6.81176:9.9561]
+set yrange [6.79034:9.99978]
 set ytics (7)
 plot 'curves_charlm_T12_C32_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T12_C32_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
