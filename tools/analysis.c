@@ -589,35 +589,37 @@ typedef struct {
     double v;
 } cpoint;
 
+/* The order of plotted series: task, variant, FFN first, then C and T. */
+static int series_cmp(ba_task ta, const char *va, int ffna, int Ca, int Ta, ba_task tb,
+                      const char *vb, int ffnb, int Cb, int Tb)
+{
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    int v = variant_cmp(va, vb);
+    if (v)
+        return v;
+    if (ffna != ffnb)
+        return ffna > ffnb ? -1 : 1; /* ffn=1 first */
+    if (Ca != Cb)
+        return Ca < Cb ? -1 : 1;
+    return Ta < Tb ? -1 : Ta > Tb;
+}
+
 static int group_cmp(const void *pa, const void *pb)
 {
     const group *a = pa, *b = pb;
-    if (a->task != b->task)
-        return a->task < b->task ? -1 : 1;
-    int v = variant_cmp(a->variant, b->variant);
-    if (v)
-        return v;
-    if (a->ffn != b->ffn)
-        return a->ffn > b->ffn ? -1 : 1; /* ffn=1 first */
-    if (a->C != b->C)
-        return a->C < b->C ? -1 : 1;
-    return a->T < b->T ? -1 : a->T > b->T;
+    return series_cmp(a->task, a->variant, a->ffn, a->C, a->T, b->task, b->variant, b->ffn, b->C,
+                      b->T);
 }
 
+/* Within a series, by step. */
 static int cpoint_cmp(const void *pa, const void *pb)
 {
     const cpoint *a = pa, *b = pb;
-    if (a->task != b->task)
-        return a->task < b->task ? -1 : 1;
-    int v = variant_cmp(a->variant, b->variant);
-    if (v)
-        return v;
-    if (a->ffn != b->ffn)
-        return a->ffn > b->ffn ? -1 : 1;
-    if (a->C != b->C)
-        return a->C < b->C ? -1 : 1;
-    if (a->T != b->T)
-        return a->T < b->T ? -1 : 1;
+    int c = series_cmp(a->task, a->variant, a->ffn, a->C, a->T, b->task, b->variant, b->ffn, b->C,
+                       b->T);
+    if (c)
+        return c;
     return a->step < b->step ? -1 : a->step > b->step;
 }
 
