@@ -26,6 +26,31 @@ bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/repor
 check "report generated" '[ $? = 0 ] && [ ! -s "$TMP/report.err" ]'
 check "report has the verdict row" 'grep -q "^| brackets | 6 | 8 | yes | boltzmann | 2/2 | .* |  | " "$TMP/report.md"'
 check "report has the convergence table" 'grep -q "^| 6 | 8 | yes | 4 | " "$TMP/report.md"'
+# the couplings table of the report: the verdict per distance is read off
+# the interval over seeds (hand-made tables with known answers)
+J="$TMP/rep/charlm-T12/couplings"
+mkdir -p "$J"
+printf '%s\n' x/charlm-T12-C32-ffn1-boltzmann-s1/model.safetensors \
+    x/charlm-T12-C32-ffn1-boltzmann-s2/model.safetensors >"$J/runs.txt"
+echo "layer,head,distance,n,mean,sd,min,max" >"$J/distance.csv"
+cat >"$J/distance_runs.csv" <<'CSV'
+distance,runs,mean,sd,ci95_lo,ci95_hi,positive_runs
+1,2,-0.5,0.01,-0.6,-0.4,0
+2,2,0.2,0.01,0.1,0.3,2
+6,2,0.075,0.01,0.05,0.1,2
+7,2,0.0,0.01,-0.1,0.1,1
+8,2,0.2,0.01,0.1,0.3,2
+CSV
+bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report.md" 2>"$TMP/report.err"
+check "couplings section names the cell and its seeds" \
+    'grep -q "in cell \`charlm-T12-C32-ffn1-boltzmann\`, over its 2 seeds" "$TMP/report.md"'
+check "couplings verdicts" '
+    grep -q "^| 1 | -0.5000 | 0.0100 | \[-0.6000, -0.4000\] | 0 of 2 |  | negative (the paper says nothing) |$" "$TMP/report.md" &&
+    grep -q "^| 2 | +0.2000 | .* | 2 of 2 | > 0 | agrees |$" "$TMP/report.md" &&
+    grep -q "^| 6 | .* | < 0 | opposite sign |$" "$TMP/report.md" &&
+    grep -q "^| 7 | .* | < 0 | sign not resolved |$" "$TMP/report.md" &&
+    grep -q "^| 8 | .* | < 0 | opposite sign |$" "$TMP/report.md"'
+rm -r "$TMP/rep/charlm-T12"
 cp "$G/results.csv" "$TMP/before.csv"
 
 # interrupt: one run lost its result (as if killed before writing it), its
@@ -107,6 +132,23 @@ check "T beyond the sampler is exit 2" '[ $? = 2 ]'
 "$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler gibbs --shots 4 >/dev/null 2>&1
 check "gibbs chains above the shots is exit 2" '[ $? = 2 ]'
 [ ! -e "$TMP/x" ] && pass=$((pass + 1)) || { failed=$((failed + 1)); echo "FAIL: a refused grid created its directory"; }
+
+# tools/share_runs.sh: a cell shared between grids is copied only when
+# finished, and an interrupted copy at the destination is replaced whole,
+# never merged (a stale save point once survived beside a copied result)
+S="$TMP/share"
+mkdir -p "$S/src/done1" "$S/src/done2" "$S/src/partial" "$S/dst/done1" "$S/dst/done2"
+for f in result.json model.safetensors; do echo new >"$S/src/done1/$f"; echo new >"$S/src/done2/$f"; done
+echo new >"$S/src/partial/model.safetensors"
+echo stale >"$S/dst/done1/model.safetensors"           # interrupted: no result.json
+echo kept >"$S/dst/done2/result.json"                   # finished: left alone
+bash "$(dirname "$0")/../tools/share_runs.sh" "$S"/src/* "$S"/src/nomatch-* "$S/dst"
+check "share_runs exit status" '[ $? = 0 ]'
+check "share_runs replaced the interrupted copy whole" \
+    '[ "$(cat "$S/dst/done1/model.safetensors")" = new ] && [ -f "$S/dst/done1/result.json" ]'
+check "share_runs kept the finished destination run" \
+    '[ "$(cat "$S/dst/done2/result.json")" = kept ] && [ ! -e "$S/dst/done2/model.safetensors" ]'
+check "share_runs copied an unfinished run" '[ ! -e "$S/dst/partial" ]'
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

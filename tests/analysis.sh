@@ -62,6 +62,44 @@ expect 2 "option '--ckpt' is required" -- "$BIN" couplings --out "$TMP/cx"
 expect 2 "" -- "$BIN" couplings --ckpt "$TMP/missing.safetensors" --out "$TMP/cx"
 expect 0 "--ckpt" -- "$BIN" couplings --help
 
+# several runs of one configuration: J averaged over runs, and the spread
+# over runs of each run's mean J by distance, checked against the two
+# single-run tables (mean = (a + b) / 2, sd = |a - b| / sqrt 2, interval =
+# mean -+ t(1) sd / sqrt 2 with t(1) = 12.7062)
+expect 0 "" -- "$BIN" train --task brackets --attn boltzmann --T $T --embd 16 --steps 30 --batch 8 \
+    --j-init-std 0.3 --seed 7 --quiet --out "$TMP/m2"
+expect 0 "" -- "$BIN" couplings --ckpt "$TMP/m2/model.safetensors" --out "$TMP/c3"
+expect 0 "these runs: d = 2..4" -- "$BIN" couplings --ckpt "$TMP/m/model.safetensors" \
+    --ckpt="$TMP/m2/model.safetensors" --out "$TMP/cm"
+check '[ "$(head -1 "$TMP/cm/distance_runs.csv")" = "distance,runs,mean,sd,ci95_lo,ci95_hi,positive_runs" ] &&
+       [ "$(rows "$TMP/cm/distance_runs.csv")" = $((T - 1)) ]' "distance_runs.csv header or row count"
+bad_rows=$(join -t, <(awk -F, '$1 == "all" { print $3 "," $5 }' "$C/distance.csv" | sort) \
+                    <(awk -F, '$1 == "all" { print $3 "," $5 }' "$TMP/c3/distance.csv" | sort) |
+    join -t, - <(tail -n +2 "$TMP/cm/distance_runs.csv" | sort) |
+    awk -F, 'function abs(x) { return x < 0 ? -x : x }
+             { m = ($2 + $3) / 2; s = abs($2 - $3) / sqrt(2); h = 12.7062 * s / sqrt(2);
+               p = ($2 > 0) + ($3 > 0)
+               if ($4 != 2 || abs($5 - m) > 1e-6 || abs($6 - s) > 1e-6 ||
+                   abs($7 - (m - h)) > 1e-5 || abs($8 - (m + h)) > 1e-5 || $9 != p) print $1 }')
+check '[ -z "$bad_rows" ] && [ "$(tail -n +2 "$TMP/cm/distance_runs.csv" | wc -l)" = $((T - 1)) ]' \
+    "distance_runs.csv disagrees with the single-run tables at distance(s): $bad_rows"
+# the pair file holds the mean over runs and its sd
+check '[ "$(head -1 "$TMP/cm/J_l0_h0.csv")" = "j,k,J,sd" ]' "J_l0_h0.csv of two runs lacks the sd column"
+bad_pairs=$(paste -d, <(tail -n +2 "$C/J_l0_h0.csv") <(tail -n +2 "$TMP/c3/J_l0_h0.csv") \
+                      <(tail -n +2 "$TMP/cm/J_l0_h0.csv") |
+    awk -F, 'function abs(x) { return x < 0 ? -x : x }
+             abs($9 - ($3 + $6) / 2) > 1e-6 || abs($10 - abs($3 - $6) / sqrt(2)) > 1e-6 { print $1 "-" $2 }')
+check '[ -z "$bad_pairs" ]' "mean J over two runs wrong at pairs: $bad_pairs"
+check '[ "$(cat "$TMP/cm/runs.txt")" = "$(printf "%s\n%s" "$TMP/m/model.safetensors" "$TMP/m2/model.safetensors")" ]' \
+    "runs.txt does not list the two checkpoints in order"
+# runs of different shapes are refused, naming both
+expect 0 "" -- "$BIN" train --task brackets --attn boltzmann --T 4 --embd 16 --steps 2 --batch 4 \
+    --quiet --out "$TMP/m4"
+expect 2 "does not match" -- "$BIN" couplings --ckpt "$TMP/m/model.safetensors" \
+    --ckpt "$TMP/m4/model.safetensors" --out "$TMP/cx"
+expect 2 "softmax model" -- "$BIN" couplings --ckpt "$TMP/m/model.safetensors" \
+    --ckpt "$TMP/s/model.safetensors" --out "$TMP/cx"
+
 # ----------------------------------------------------------------- plot
 A="$TMP/abl"
 mkdir -p "$A"

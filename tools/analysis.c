@@ -233,25 +233,38 @@ static int variant_point(const char *v)
 
 /* ---------------------------------------------------------- couplings */
 
+#define MAX_CKPTS 256
+
 static opt couplings_opts[] = {
-    {"ckpt", "FILE", NULL, "boltzmann or coupling checkpoint (model.safetensors)", 0, 0},
-    {"out", "DIR", "couplings/ next to the checkpoint", "output directory", 0, 0},
+    {"ckpt", "FILE", NULL,
+     "boltzmann or coupling checkpoint (model.safetensors); give it again for more runs of one "
+     "configuration, e.g. the seeds of a grid cell",
+     0, 0},
+    {"out", "DIR", "couplings/ next to the (first) checkpoint", "output directory", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command couplings_cmd = {
     "couplings",
-    "--ckpt FILE [--out DIR]\n\n"
+    "--ckpt FILE [--ckpt FILE ...] [--out DIR]\n\n"
     "Writes the learned couplings J of a boltzmann or coupling checkpoint to DIR:\n"
     "J_l<l>_h<h>.csv (j,k,J for each used pair j < k), J_l<l>_h<h>_matrix.txt (T x T),\n"
     "distance.csv (statistics by key distance k - j, per head and over all), and,\n"
     "when gnuplot is on PATH, J_heatmap_l<l>_h<h>.png and J_vs_distance.png from .gp\n"
-    "scripts kept in DIR. Prints mean J by distance next to the paper's sign pattern.",
+    "scripts kept in DIR. Prints mean J by distance next to the paper's sign pattern.\n\n"
+    "Several checkpoints (the same task, T, layers and heads: the seeds of one\n"
+    "configuration) are summarised together: the pair files and heatmaps hold J\n"
+    "averaged over the runs (the CSV adds its sd over runs), distance.csv pools\n"
+    "the pairs of every run, and distance_runs.csv gives per distance the mean\n"
+    "over runs of each run's mean J, its sd and 95 % interval over runs (Student\n"
+    "t) and how many runs have it positive; the plot's error bars are that\n"
+    "interval. runs.txt lists the checkpoints.",
     couplings_opts};
 
 /* Long-form CSV (one row per used pair j < k) and the T x T matrix of one
- * head, J[j*T + k]. */
-static int write_head_files(const char *cmd, const char *dir, int l, int h, const ba_real *J,
-                            int T)
+ * head. J: (T,T) mean over the runs, J[j*T + k]; sd: (T,T) sd over runs, or
+ * NULL for a single run. */
+static int write_head_files(const char *cmd, const char *dir, int l, int h, const double *J,
+                            const double *sd, int T)
 {
     char path[PATH_LEN];
     if (mkpath(cmd, path, "%s/J_l%d_h%d.csv", dir, l, h))
@@ -259,10 +272,14 @@ static int write_head_files(const char *cmd, const char *dir, int l, int h, cons
     FILE *f = open_out(cmd, path);
     if (!f)
         return 1;
-    fprintf(f, "j,k,J\n");
+    fprintf(f, sd ? "j,k,J,sd\n" : "j,k,J\n");
     for (int j = 0; j < T; j++)
-        for (int k = j + 1; k < T; k++)
-            fprintf(f, "%d,%d,%.9g\n", j, k, (double)J[(size_t)j * T + k]);
+        for (int k = j + 1; k < T; k++) {
+            fprintf(f, "%d,%d,%.9g", j, k, J[(size_t)j * T + k]);
+            if (sd)
+                fprintf(f, ",%.9g", sd[(size_t)j * T + k]);
+            fprintf(f, "\n");
+        }
     if (close_out(cmd, f, path))
         return 1;
 
@@ -270,22 +287,24 @@ static int write_head_files(const char *cmd, const char *dir, int l, int h, cons
         return 1;
     if (!(f = open_out(cmd, path)))
         return 1;
-    fprintf(f, "# couplings J of layer %d, head %d: row j, column k (0-based key positions); "
-               "J_jk for j < k, 0 where unused (k <= j)\n", l, h);
+    fprintf(f, "# couplings J of layer %d, head %d%s: row j, column k (0-based key positions); "
+               "J_jk for j < k, 0 where unused (k <= j)\n",
+            l, h, sd ? " (mean over runs)" : "");
     for (int j = 0; j < T; j++)
         for (int k = 0; k < T; k++)
-            fprintf(f, "%.9g%s", k > j ? (double)J[(size_t)j * T + k] : 0.0,
-                    k + 1 < T ? " " : "\n");
+            fprintf(f, "%.9g%s", k > j ? J[(size_t)j * T + k] : 0.0, k + 1 < T ? " " : "\n");
     return close_out(cmd, f, path);
 }
 
 static int write_heatmap_gp(const char *cmd, const char *dir, int l, int h, const ba_config *cfg,
-                            double absmax, char *script, size_t script_len)
+                            int runs, double absmax)
 {
     int T = cfg->block_size;
-    snprintf(script, script_len, "J_heatmap_l%d_h%d.gp", l, h);
-    char path[PATH_LEN], png[64];
+    char path[PATH_LEN], script[64], png[64], what[48] = "";
+    snprintf(script, sizeof script, "J_heatmap_l%d_h%d.gp", l, h);
     snprintf(png, sizeof png, "J_heatmap_l%d_h%d.png", l, h);
+    if (runs > 1)
+        snprintf(what, sizeof what, ", mean of %d runs", runs);
     if (mkpath(cmd, path, "%s/%s", dir, script))
         return 1;
     FILE *f = open_out(cmd, path);
@@ -294,7 +313,7 @@ static int write_heatmap_gp(const char *cmd, const char *dir, int l, int h, cons
     gp_header(f, script, png, 900, 650);
     double r = absmax > 0 ? absmax : 1.0;
     fprintf(f,
-            "set title \"couplings J_{jk}, layer %d, head %d (%s, %s, T=%d)\"\n"
+            "set title \"couplings J_{jk}, layer %d, head %d (%s, %s, T=%d%s)\"\n"
             "set xlabel \"key j\"\n"
             "set ylabel \"key k\"\n"
             "set cblabel \"J_{jk}\"\n"
@@ -311,7 +330,7 @@ static int write_heatmap_gp(const char *cmd, const char *dir, int l, int h, cons
             "# matrix file: row j, column k; drawn with x = j, y = k\n"
             "plot 'J_l%d_h%d_matrix.txt' matrix using 2:1:($2 < $1 ? $3 : NaN) with image "
             "notitle",
-            l, h, ba_task_name(cfg->task), ba_attn_name(cfg->attn), T, T - 0.5, T - 0.5,
+            l, h, ba_task_name(cfg->task), ba_attn_name(cfg->attn), T, what, T - 0.5, T - 0.5,
             T <= 32 ? 1 : T / 16, T <= 32 ? 1 : T / 16, -r, r, l, h);
     if (T <= 12) /* small enough to print the values in the cells */
         fprintf(f,
@@ -323,7 +342,7 @@ static int write_heatmap_gp(const char *cmd, const char *dir, int l, int h, cons
 }
 
 static int write_distance_gp(const char *cmd, const char *dir, const ba_config *cfg, int T,
-                             int L, int H, double absmax)
+                             int L, int H, int runs, double absmax)
 {
     char path[PATH_LEN];
     if (mkpath(cmd, path, "%s/J_vs_distance.gp", dir))
@@ -332,10 +351,13 @@ static int write_distance_gp(const char *cmd, const char *dir, const ba_config *
     if (!f)
         return 1;
     gp_header(f, "J_vs_distance.gp", "J_vs_distance.png", 900, 650);
+    char what[48] = "";
+    if (runs > 1)
+        snprintf(what, sizeof what, ", %d runs", runs);
     fprintf(f,
             "set datafile separator \",\"\n"
             "set title \"mean coupling J by key distance (%s, %s, T=%d, %d layer%s x %d "
-            "head%s)\"\n"
+            "head%s%s)\"\n"
             "set xlabel \"key distance d = k - j\"\n"
             "set ylabel \"coupling J_{jk}\"\n"
             "set xrange [0.5:%g]\n"
@@ -343,7 +365,7 @@ static int write_distance_gp(const char *cmd, const char *dir, const ba_config *
             "set grid\n"
             "set key outside bottom center horizontal\n",
             ba_task_name(cfg->task), ba_attn_name(cfg->attn), T, L, L == 1 ? "" : "s", H,
-            H == 1 ? "" : "s", T - 0.5, T <= 33 ? 1 : T / 16);
+            H == 1 ? "" : "s", what, T - 0.5, T <= 33 ? 1 : T / 16);
     if (absmax == 0) /* all J zero: give the flat line a range */
         fprintf(f, "set yrange [-1:1]\n");
     /* The paper's sign pattern (spec section 1) as shaded bands. */
@@ -361,11 +383,20 @@ static int write_distance_gp(const char *cmd, const char *dir, const ba_config *
                 "set label 2 \"paper: J < 0\" at %g, graph 0.04 center textcolor rgb "
                 "\"#2166ac\"\n",
                 (5.5 + T - 0.5) / 2);
-    fprintf(f, "plot 0 with lines dashtype 2 linecolor rgb \"black\" title \"J = 0\", \\\n"
-               "     'distance.csv' using (strcol(1) eq \"all\" ? $3 : NaN):5:6 with "
-               "yerrorlines linewidth 2 pointtype 7 linecolor rgb \"#d62728\" "
-               "title \"mean ± sd over all pairs%s\"",
-            L * H > 1 ? ", layers and heads" : "");
+    fprintf(f, "plot 0 with lines dashtype 2 linecolor rgb \"black\" title \"J = 0\", \\\n");
+    if (runs > 1)
+        /* error bars over seeds: the spread that decides a sign */
+        fprintf(f,
+                "     'distance_runs.csv' using 1:3:5:6 with yerrorlines linewidth 2 "
+                "pointtype 7 linecolor rgb \"#d62728\" title \"mean over %d runs, 95 %% "
+                "interval over runs\"",
+                runs);
+    else
+        fprintf(f,
+                "     'distance.csv' using (strcol(1) eq \"all\" ? $3 : NaN):5:6 with "
+                "yerrorlines linewidth 2 pointtype 7 linecolor rgb \"#d62728\" "
+                "title \"mean ± sd over all pairs%s\"",
+                L * H > 1 ? ", layers and heads" : "");
     static const char *const head_colors[8] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
                                                "#8c564b", "#e377c2", "#7f7f7f", "#17becf"};
     if (L * H > 1 && L * H <= 8)
@@ -387,14 +418,169 @@ static int write_distance_row(FILE *f, const char *layer, const char *head, int 
                    stats_sd(s), s->min, s->max) < 0;
 }
 
+/* The couplings of one or more checkpoints of the same shape, accumulated
+ * as they are loaded (only one model is held at a time). */
+typedef struct {
+    const ba_config *cfg0; /* first checkpoint's config (owned by model0) */
+    ba_model *model0;
+    const char *path0; /* first checkpoint's path */
+    int L, H, T, runs;
+    stats *pair;    // (L,H,T,T) J_jk over runs
+    stats *dist;    // (L,H,T) J at distance d, pooled over pairs and runs
+    stats *all;     // (T) the same over all layers and heads
+    double *runmean; // (runs,T) each run's mean J at distance d
+} couplings_acc;
+
+static void couplings_acc_free(couplings_acc *a)
+{
+    free(a->pair);
+    free(a->dist);
+    free(a->all);
+    free(a->runmean);
+    ba_model_free(a->model0);
+}
+
+/* Adds the checkpoint at path as run number r. Returns 0, else an exit code
+ * after printing which file and which value is wrong. */
+static int couplings_add(const char *cmd, couplings_acc *a, const char *path, int r)
+{
+    char err[BA_ERR_LEN];
+    ba_model *m;
+    int st = ba_checkpoint_load(path, &m, err);
+    if (st)
+        return fail_lib(cmd, st, err, input_status(st));
+    const ba_config *cfg = ba_model_config(m);
+    int code = 0;
+    if (cfg->attn != BA_ATTN_BOLTZMANN && cfg->attn != BA_ATTN_COUPLING) {
+        code = usage_error(cmd,
+                           "%s is a %s model: it has no couplings J (only boltzmann and "
+                           "coupling models do)",
+                           path, ba_attn_name(cfg->attn));
+        goto out;
+    }
+    if (r == 0) {
+        a->L = cfg->n_layer, a->H = cfg->n_head, a->T = cfg->block_size;
+        size_t lht = (size_t)a->L * a->H * a->T;
+        a->pair = calloc(lht * a->T, sizeof *a->pair);
+        a->dist = calloc(lht, sizeof *a->dist);
+        a->all = calloc((size_t)a->T, sizeof *a->all);
+        a->runmean = calloc((size_t)a->runs * a->T, sizeof *a->runmean);
+        if (!a->pair || !a->dist || !a->all || !a->runmean) {
+            fprintf(stderr, "%s %s: out of memory\n", prog, cmd);
+            code = 1;
+            goto out;
+        }
+    } else if (cfg->task != a->cfg0->task || cfg->n_layer != a->L || cfg->n_head != a->H ||
+               cfg->block_size != a->T) {
+        code = usage_error(cmd,
+                           "%s (%s, T=%d, %d layers x %d heads) does not match %s (%s, T=%d, "
+                           "%d layers x %d heads): give checkpoints of one configuration",
+                           path, ba_task_name(cfg->task), cfg->block_size, cfg->n_layer,
+                           cfg->n_head, a->path0, ba_task_name(a->cfg0->task), a->T, a->L,
+                           a->H);
+        goto out;
+    }
+    int L = a->L, H = a->H, T = a->T;
+    const ba_real *params = ba_model_params(m);
+    stats *mine = calloc((size_t)T, sizeof *mine); /* this run, by distance */
+    if (!mine) {
+        fprintf(stderr, "%s %s: out of memory\n", prog, cmd);
+        code = 1;
+        goto out;
+    }
+    for (int l = 0; l < L && !code; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blocks.%d.attn.J", l);
+        int idx = ba_model_find_tensor(m, name);
+        ba_tensor_info ti;
+        if (idx < 0 || ba_model_tensor(m, idx, &ti) || ti.ndim != 3 || ti.shape[0] != H ||
+            ti.shape[1] != T || ti.shape[2] != T) {
+            fprintf(stderr, "%s %s: %s: tensor %s missing or not of shape [%d,%d,%d]\n", prog,
+                    cmd, path, name, H, T, T);
+            code = 2;
+            break;
+        }
+        for (int h = 0; h < H; h++) {
+            const ba_real *J = params + ti.offset + (size_t)h * T * T; // (T,T)
+            size_t lh = (size_t)l * H + h;
+            for (int j = 0; j < T; j++)
+                for (int k = j + 1; k < T; k++) {
+                    double x = J[(size_t)j * T + k];
+                    stats_add(&a->pair[(lh * T + j) * T + k], x);
+                    stats_add(&a->dist[lh * T + (k - j)], x);
+                    stats_add(&a->all[k - j], x);
+                    stats_add(&mine[k - j], x);
+                }
+        }
+    }
+    for (int d = 0; d < T; d++)
+        a->runmean[(size_t)r * T + d] = mine[d].mean;
+    free(mine);
+out:
+    if (r == 0 && !code) {
+        a->model0 = m, a->cfg0 = cfg, a->path0 = path;
+        return 0;
+    }
+    ba_model_free(m);
+    return code;
+}
+
+/* distance_runs.csv: per distance, the spread over runs of each run's mean
+ * J (runs > 1). Fills s[d] for the printed table. */
+static int write_distance_runs(const char *cmd, const char *dir, const couplings_acc *a,
+                               ba_summary *s, int *positive)
+{
+    char path[PATH_LEN];
+    if (mkpath(cmd, path, "%s/distance_runs.csv", dir))
+        return 1;
+    FILE *f = open_out(cmd, path);
+    if (!f)
+        return 1;
+    double *x = malloc((size_t)a->runs * sizeof *x);
+    if (!x) {
+        fclose(f);
+        fprintf(stderr, "%s %s: out of memory\n", prog, cmd);
+        return 1;
+    }
+    fprintf(f, "distance,runs,mean,sd,ci95_lo,ci95_hi,positive_runs\n");
+    for (int d = 1; d < a->T; d++) {
+        positive[d] = 0;
+        for (int r = 0; r < a->runs; r++) {
+            x[r] = a->runmean[(size_t)r * a->T + d];
+            positive[d] += x[r] > 0;
+        }
+        s[d] = ba_summarize(x, a->runs);
+        fprintf(f, "%d,%d,%.9g,%.9g,%.9g,%.9g,%d\n", d, a->runs, s[d].mean, s[d].sd,
+                s[d].mean - s[d].ci95, s[d].mean + s[d].ci95, positive[d]);
+    }
+    free(x);
+    return close_out(cmd, f, path);
+}
+
+static int write_runs_txt(const char *cmd, const char *dir, const char **ckpts, int n)
+{
+    char path[PATH_LEN];
+    if (mkpath(cmd, path, "%s/runs.txt", dir))
+        return 1;
+    FILE *f = open_out(cmd, path);
+    if (!f)
+        return 1;
+    for (int r = 0; r < n; r++)
+        fprintf(f, "%s\n", ckpts[r]);
+    return close_out(cmd, f, path);
+}
+
 int cmd_couplings(int argc, char **argv)
 {
     const command *c = &couplings_cmd;
     int rc = parse_opts(c, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *ckpt = get_str(c, "ckpt");
-    if (!ckpt)
+    const char *ckpts[MAX_CKPTS];
+    int n = get_repeated(c, argc, argv, "ckpt", ckpts, MAX_CKPTS);
+    if (n < 0)
+        return -n;
+    if (n == 0)
         return usage_error(c->cmd, "option '--ckpt' is required");
     char dir[PATH_LEN];
     if (find_opt(c, "out")->set) {
@@ -404,61 +590,38 @@ int cmd_couplings(int argc, char **argv)
         if (mkpath(c->cmd, dir, "%s", o))
             return EXIT_USAGE;
     } else {
-        const char *slash = strrchr(ckpt, '/');
-        if (mkpath(c->cmd, dir, "%.*scouplings", slash ? (int)(slash - ckpt + 1) : 0, ckpt))
+        const char *slash = strrchr(ckpts[0], '/');
+        if (mkpath(c->cmd, dir, "%.*scouplings", slash ? (int)(slash - ckpts[0] + 1) : 0,
+                   ckpts[0]))
             return EXIT_USAGE;
     }
 
-    char err[BA_ERR_LEN];
-    ba_model *m;
-    int st = ba_checkpoint_load(ckpt, &m, err);
-    if (st)
-        return fail_lib(c->cmd, st, err, input_status(st));
-    const ba_config *cfg = ba_model_config(m);
-    if (cfg->attn != BA_ATTN_BOLTZMANN && cfg->attn != BA_ATTN_COUPLING) {
-        ba_attn a = cfg->attn;
-        ba_model_free(m);
-        return usage_error(c->cmd,
-                           "%s is a %s model: it has no couplings J (only boltzmann and "
-                           "coupling models do)",
-                           ckpt, ba_attn_name(a));
-    }
-    int L = cfg->n_layer, H = cfg->n_head, T = cfg->block_size;
-    const ba_real *params = ba_model_params(m);
-    /* per (layer, head, distance) and over everything, by distance */
-    stats *dist = calloc((size_t)L * H * T, sizeof *dist), *all = calloc((size_t)T, sizeof *all);
-    const ba_real **Jh = calloc((size_t)L * H, sizeof *Jh);
+    couplings_acc a = {0};
+    a.runs = n;
+    double *Jm = NULL, *Js = NULL;
+    ba_summary *over = NULL;
+    int *positive = NULL;
     int code = 0;
-    if (!dist || !all || !Jh) {
+    for (int r = 0; r < n && !code; r++)
+        code = couplings_add(c->cmd, &a, ckpts[r], r);
+    if (code)
+        goto done;
+    const ba_config *cfg = a.cfg0;
+    int L = a.L, H = a.H, T = a.T;
+    Jm = calloc((size_t)T * T, sizeof *Jm);
+    Js = calloc((size_t)T * T, sizeof *Js);
+    over = calloc((size_t)T, sizeof *over);
+    positive = calloc((size_t)T, sizeof *positive);
+    char err[BA_ERR_LEN];
+    if (!Jm || !Js || !over || !positive) {
         fprintf(stderr, "%s %s: out of memory\n", prog, c->cmd);
         code = 1;
         goto done;
     }
-    for (int l = 0; l < L; l++) {
-        char name[64];
-        snprintf(name, sizeof name, "blocks.%d.attn.J", l);
-        int idx = ba_model_find_tensor(m, name);
-        ba_tensor_info ti;
-        if (idx < 0 || ba_model_tensor(m, idx, &ti) || ti.ndim != 3 || ti.shape[0] != H ||
-            ti.shape[1] != T || ti.shape[2] != T) {
-            fprintf(stderr, "%s %s: %s: tensor %s missing or not of shape [%d,%d,%d]\n", prog,
-                    c->cmd, ckpt, name, H, T, T);
-            code = 2;
-            goto done;
-        }
-        for (int h = 0; h < H; h++) {
-            const ba_real *J = params + ti.offset + (size_t)h * T * T;
-            Jh[l * H + h] = J;
-            for (int j = 0; j < T; j++)
-                for (int k = j + 1; k < T; k++) {
-                    stats_add(&dist[((size_t)l * H + h) * T + (k - j)], J[(size_t)j * T + k]);
-                    stats_add(&all[k - j], J[(size_t)j * T + k]);
-                }
-        }
-    }
-    double absmax = 0;
-    for (int d = 1; d < T; d++)
-        absmax = fmax(absmax, fmax(fabs(all[d].min), fabs(all[d].max)));
+    double absmax = 0; /* colour range: the largest |J| shown */
+    for (size_t i = 0; i < (size_t)L * H * T * T; i++)
+        if (a.pair[i].n)
+            absmax = fmax(absmax, fabs(a.pair[i].mean));
 
     if (make_dirs(dir, err)) {
         fprintf(stderr, "%s %s: %s\n", prog, c->cmd, err);
@@ -468,9 +631,11 @@ int cmd_couplings(int argc, char **argv)
     char path[PATH_LEN];
     for (int l = 0; l < L && !code; l++)
         for (int h = 0; h < H && !code; h++) {
-            char script[64];
-            code = write_head_files(c->cmd, dir, l, h, Jh[l * H + h], T) ||
-                   write_heatmap_gp(c->cmd, dir, l, h, cfg, absmax, script, sizeof script);
+            const stats *p = a.pair + ((size_t)l * H + h) * T * T; // (T,T)
+            for (size_t i = 0; i < (size_t)T * T; i++)
+                Jm[i] = p[i].mean, Js[i] = stats_sd(&p[i]);
+            code = write_head_files(c->cmd, dir, l, h, Jm, n > 1 ? Js : NULL, T) ||
+                   write_heatmap_gp(c->cmd, dir, l, h, cfg, n, absmax);
         }
     if (code)
         goto done;
@@ -490,46 +655,78 @@ int cmd_couplings(int argc, char **argv)
             snprintf(ls, sizeof ls, "%d", l);
             snprintf(hs, sizeof hs, "%d", h);
             for (int d = 1; d < T; d++)
-                write_distance_row(f, ls, hs, d, &dist[((size_t)l * H + h) * T + d]);
+                write_distance_row(f, ls, hs, d, &a.dist[((size_t)l * H + h) * T + d]);
         }
     for (int d = 1; d < T; d++)
-        write_distance_row(f, "all", "all", d, &all[d]);
+        write_distance_row(f, "all", "all", d, &a.all[d]);
     if ((code = close_out(c->cmd, f, path)))
         goto done;
-    if ((code = write_distance_gp(c->cmd, dir, cfg, T, L, H, absmax)))
+    if (n > 1 && (code = write_distance_runs(c->cmd, dir, &a, over, positive)))
+        goto done;
+    if ((code = write_runs_txt(c->cmd, dir, ckpts, n)))
+        goto done;
+    if ((code = write_distance_gp(c->cmd, dir, cfg, T, L, H, n, absmax)))
         goto done;
 
     /* The table, and the paper's sign pattern next to ours. */
-    printf("couplings of %s: %s %s, T=%d, %d layer%s x %d head%s\n", ckpt,
-           ba_task_name(cfg->task), ba_attn_name(cfg->attn), T, L, L == 1 ? "" : "s", H,
-           H == 1 ? "" : "s");
-    printf("mean J by key distance d = k - j (pairs j < k over all layers and heads):\n");
-    printf("%4s %6s %10s %9s %9s %9s  %s\n", "d", "n", "mean", "sd", "min", "max", "sign");
-    int pos24 = 0, n24 = 0, neg6 = 0, n6 = 0;
+    if (n == 1)
+        printf("couplings of %s: ", ckpts[0]);
+    else
+        printf("couplings of %d runs (%s ...): ", n, ckpts[0]);
+    printf("%s %s, T=%d, %d layer%s x %d head%s\n", ba_task_name(cfg->task),
+           ba_attn_name(cfg->attn), T, L, L == 1 ? "" : "s", H, H == 1 ? "" : "s");
+    int pos24 = 0, n24 = 0, neg6 = 0, n6 = 0, sure24 = 0, sure6 = 0;
+    if (n == 1) {
+        printf("mean J by key distance d = k - j (pairs j < k over all layers and heads):\n");
+        printf("%4s %6s %10s %9s %9s %9s  %s\n", "d", "n", "mean", "sd", "min", "max", "sign");
+    } else {
+        printf("mean J by key distance d = k - j: each run's mean over its pairs, layers and "
+               "heads, then mean, sd and 95 %% interval over the %d runs:\n", n);
+        printf("%4s %10s %9s %21s %9s\n", "d", "mean", "sd", "95 % interval", "runs > 0");
+    }
     for (int d = 1; d < T; d++) {
-        const stats *s = &all[d];
-        char sign = s->mean > 0 ? '+' : s->mean < 0 ? '-' : '0';
-        printf("%4d %6ld %+10.4f %9.4f %+9.4f %+9.4f  %c\n", d, s->n, s->mean, stats_sd(s),
-               s->min, s->max, sign);
-        if (d >= 2 && d <= 4)
-            n24++, pos24 += s->mean > 0;
-        if (d >= 6)
-            n6++, neg6 += s->mean < 0;
+        double mean = n == 1 ? a.all[d].mean : over[d].mean;
+        if (n == 1) {
+            const stats *s = &a.all[d];
+            printf("%4d %6ld %+10.4f %9.4f %+9.4f %+9.4f  %c\n", d, s->n, s->mean, stats_sd(s),
+                   s->min, s->max, mean > 0 ? '+' : mean < 0 ? '-' : '0');
+        } else {
+            const ba_summary *s = &over[d];
+            printf("%4d %+10.4f %9.4f  [%+8.4f, %+8.4f] %6d/%d\n", d, s->mean, s->sd,
+                   s->mean - s->ci95, s->mean + s->ci95, positive[d], n);
+        }
+        if (d >= 2 && d <= 4) {
+            n24++, pos24 += mean > 0;
+            sure24 += n > 1 && over[d].mean - over[d].ci95 > 0;
+        }
+        if (d >= 6) {
+            n6++, neg6 += mean < 0;
+            sure6 += n > 1 && over[d].mean + over[d].ci95 < 0;
+        }
     }
     if (T < 2)
         printf("(T = %d: no pairs j < k)\n", T);
     printf("paper (spec section 1): J > 0 for d = 2..4, J < 0 for d >= 6\n");
-    printf("this checkpoint: d = 2..4: ");
-    if (n24)
+    printf("%s: d = 2..4: ", n == 1 ? "this checkpoint" : "these runs");
+    if (n24) {
         printf("%d of %d positive", pos24, n24);
-    else
+        if (n > 1)
+            printf(" (%d with the interval above 0)", sure24);
+    } else {
         printf("none (T = %d)", T);
+    }
     printf("; d >= 6: ");
-    if (n6)
-        printf("%d of %d negative\n", neg6, n6);
-    else
+    if (n6) {
+        printf("%d of %d negative", neg6, n6);
+        if (n > 1)
+            printf(" (%d with the interval below 0)", sure6);
+        printf("\n");
+    } else {
         printf("none (T = %d has d <= %d)\n", T, T - 1);
-    printf("wrote %s/J_l*_h*.csv, J_l*_h*_matrix.txt, distance.csv and .gp scripts\n", dir);
+    }
+    printf("wrote %s/J_l*_h*.csv, J_l*_h*_matrix.txt, distance.csv%s, runs.txt and .gp "
+           "scripts\n",
+           dir, n > 1 ? ", distance_runs.csv" : "");
 
     if (!have_gnuplot()) {
         fprintf(stderr, "gnuplot not found: CSV written, plots skipped %s\n", no_gnuplot_fix);
@@ -550,10 +747,11 @@ int cmd_couplings(int argc, char **argv)
         printf("plots: %s/J_heatmap_l*_h*.png%s\n", dir, T >= 2 ? ", J_vs_distance.png" : "");
 
 done:
-    free(dist);
-    free(all);
-    free(Jh);
-    ba_model_free(m);
+    free(Jm);
+    free(Js);
+    free(over);
+    free(positive);
+    couplings_acc_free(&a);
     return code;
 }
 

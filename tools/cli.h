@@ -45,6 +45,12 @@ int parse_opts(const command *c, int argc, char **argv);
 opt *find_opt(const command *c, const char *name);
 const char *get_str(const command *c, const char *name);
 int get_flag(const command *c, const char *name);
+/* Every value of an option that may be given more than once, in command-line
+ * order (parse_opts keeps only the last). Call after parse_opts succeeded.
+ * Fills vals[0..max-1] with pointers into argv; returns the count, or
+ * EXIT_USAGE negated (after printing) when there are more than max. */
+int get_repeated(const command *c, int argc, char **argv, const char *name, const char **vals,
+                 int max);
 int get_long(const command *c, const char *name, long lo, long hi, long *out);
 int get_int(const command *c, const char *name, int lo, int hi, int *out);
 int get_u64(const command *c, const char *name, uint64_t *out);

@@ -97,6 +97,31 @@ opt *find_opt(const command *c, const char *name)
 const char *get_str(const command *c, const char *name) { return find_opt(c, name)->val; }
 int get_flag(const command *c, const char *name) { return find_opt(c, name)->set; }
 
+int get_repeated(const command *c, int argc, char **argv, const char *name, const char **vals,
+                 int max)
+{
+    /* The same walk as parse_opts, which has already rejected anything
+     * malformed, so every "--x" here names a known option. */
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i] + 2, *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const opt *o = NULL;
+        for (const opt *p = c->opts; p->name; p++)
+            if (strlen(p->name) == len && strncmp(p->name, a, len) == 0)
+                o = p;
+        if (!o || !o->arg)
+            continue;
+        const char *v = eq ? eq + 1 : argv[++i];
+        if (strcmp(o->name, name) != 0)
+            continue;
+        if (n == max)
+            return -usage_error(c->cmd, "--%s given more than %d times", name, max);
+        vals[n++] = v;
+    }
+    return n;
+}
+
 int get_long(const command *c, const char *name, long lo, long hi, long *out)
 {
     const char *v = find_opt(c, name)->val;

@@ -115,6 +115,43 @@ verdicts() {
         }' "$1"
 }
 
+# The coupling J by key distance of a couplings/ directory (written by
+# `boltzattn couplings`), next to the paper's sign pattern (J > 0 for
+# d = 2..4, J < 0 for d >= 6). With several runs (distance_runs.csv) the
+# verdict per distance is read off the 95 % interval over runs.
+jtable() {
+    local c=$1 n cell
+    n=$(grep -c . "$c/runs.txt" 2>/dev/null || echo 0)
+    cell=$(head -n 1 "$c/runs.txt" 2>/dev/null | xargs -r dirname | xargs -r basename | sed 's/-s[0-9]*$//')
+    if [ -f "$c/distance_runs.csv" ]; then
+        echo "Coupling J by key distance d = k - j in cell \`$cell\`, over its $n seeds: each run's mean J over its pairs (all layers and heads), then the mean, standard deviation and 95 % interval over the runs. The paper reports J > 0 for d = 2..4 and J < 0 for d >= 6; the verdict is read off the interval."
+        echo
+        echo '| distance | mean J | sd over seeds | 95 % interval | seeds with J > 0 | paper | verdict |'
+        echo '|---|---|---|---|---|---|---|'
+        awk -F, 'NR > 1 {
+            paper = ($1 >= 2 && $1 <= 4) ? "> 0" : ($1 >= 6 ? "< 0" : "")
+            side = $5 > 0 ? 1 : ($6 < 0 ? -1 : 0)
+            want = paper == "> 0" ? 1 : (paper == "< 0" ? -1 : 0)
+            if (side == 0) v = "sign not resolved"
+            else if (want == 0) v = (side > 0 ? "positive" : "negative") " (the paper says nothing)"
+            else v = side == want ? "agrees" : "opposite sign"
+            printf "| %d | %+.4f | %.4f | [%+.4f, %+.4f] | %d of %d | %s | %s |\n", $1, $3, $4, $5, $6, $7, $2, paper, v
+        }' "$c/distance_runs.csv"
+    else
+        local run
+        if [ -f "$c/runs.txt" ]; then
+            run=$(basename "$(dirname "$(head -n 1 "$c/runs.txt")")")
+        else
+            run=$(cat "$c/run.txt" 2>/dev/null || true)  # written by older versions
+        fi
+        echo "Mean coupling J by key distance d = k - j of run \`$run\` (all its layers and heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):"
+        echo
+        echo '| distance | mean J | sd |'
+        echo '|---|---|---|'
+        awk -F, '$1=="all" {printf "| %s | %+.4f | %.4f |\n", $3, $5, $6}' "$c/distance.csv"
+    fi
+}
+
 total_hours() {
     cat "$OUT"/*/results.csv 2>/dev/null |
         awk -F, '$1 == "task" {for (i = 1; i <= NF; i++) col[$i] = i; next} {s += $col["wall_s"]} END {printf "%.1f", s / 3600}'
@@ -162,6 +199,12 @@ if [ "$preset" = full ]; then
         [ -f "$OUT/$grid/effects.csv" ] && verdicts "$OUT/$grid/effects.csv"
     done
     echo
+    if [ -f "$OUT/charlm-T12/couplings/distance.csv" ]; then
+        echo "### Couplings against the paper's sign pattern (charlm, T = 12)"
+        echo
+        jtable "$OUT/charlm-T12/couplings"
+        echo
+    fi
     if [ -f "$OUT/brackets-width/results.csv" ]; then
         echo "### Where brackets saturate (T = 16, width sweep)"
         echo
@@ -188,11 +231,7 @@ for d in "$OUT"/*/; do
     done
     if [ -f "${d}couplings/distance.csv" ]; then
         echo
-        echo "Mean coupling J by key distance d = k - j of run \`$(cat "${d}couplings/run.txt" 2>/dev/null)\` (all its layers and heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):"
-        echo
-        echo '| distance | mean J | sd |'
-        echo '|---|---|---|'
-        awk -F, '$1=="all" {printf "| %s | %+.4f | %.4f |\n", $3, $5, $6}' "${d}couplings/distance.csv"
+        jtable "${d}couplings"
     fi
     echo
 done

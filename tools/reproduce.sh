@@ -21,6 +21,7 @@ fi
 mkdir -p "$OUT"
 start=$(date +%s)
 ONLY=()
+SHARE="$(dirname "$0")/share_runs.sh"
 [ -n "${SUMMARY_ONLY:-}" ] && ONLY=(--summary-only)
 
 # Settings shared by every variant of a comparison (the same seeds, data
@@ -54,12 +55,11 @@ full)
     "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
     "$BIN" ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm-width"
     # Cells shared with the width sweeps (same settings) are copied, not rerun.
-    mkdir -p "$OUT/charlm/runs" "$OUT/brackets/runs"
-    cp -rn "$OUT"/charlm-width/runs/charlm-T16-C"$LM_C"-* "$OUT/charlm/runs/" 2>/dev/null || true
+    bash "$SHARE" "$OUT"/charlm-width/runs/charlm-T16-C"$LM_C"-* "$OUT/charlm/runs"
     for sd in 1 2 3 4 5; do
-        cp -rn "$OUT"/charlm-T12/runs/charlm-T12-C"$LM_C"-ffn1-*-s$sd "$OUT/charlm/runs/" 2>/dev/null || true
+        bash "$SHARE" "$OUT"/charlm-T12/runs/charlm-T12-C"$LM_C"-ffn1-*-s$sd "$OUT/charlm/runs"
     done
-    cp -rn "$OUT"/brackets-width/runs/brackets-T16-C"$BR_C"-* "$OUT/brackets/runs/" 2>/dev/null || true
+    bash "$SHARE" "$OUT"/brackets-width/runs/brackets-T16-C"$BR_C"-* "$OUT/brackets/runs"
     "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm"
     "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets"
     # T = 24 costs about 0.7 s per boltzmann step on 2 cores: a shorter,
@@ -90,15 +90,28 @@ esac
 for d in "$OUT"/*/; do
     "$BIN" plot "$d" || echo "plots skipped for $d"
 done
-# Couplings of the boltzmann run with the largest T (seed 1, FFN if any) of
-# each grid.
+# Couplings of each grid's boltzmann cell with the largest T (with FFN when
+# both exist, at the headline width when the grid sweeps widths), over all
+# its seeds: J by distance with its spread over seeds. Checkpoints are not
+# kept in git, so a clone keeps the committed tables.
 for d in "$OUT"/*/; do
-    ck=$(cd "${d}runs" 2>/dev/null && ls -d *-boltzmann-s1 2>/dev/null | sort -t- -k2.2n -k4.4n | tail -n 1) || true
-    # (checkpoints are not kept in git: a clone keeps the committed tables)
-    if [ -n "$ck" ] && [ -f "${d}runs/$ck/model.safetensors" ]; then
-        "$BIN" couplings --ckpt "${d}runs/$ck/model.safetensors" --out "${d}couplings" >/dev/null || true
-        echo "$ck" >"${d}couplings/run.txt"
-    fi
+    [ -d "${d}runs" ] || continue
+    # run names: TASK-T<T>-C<C>-ffn<0|1>-VARIANT-s<seed>, and a sampled run
+    # adds -SAMPLER-S<shots> (exact runs only here)
+    cell=$(cd "${d}runs" && for r in *-boltzmann-s*; do
+               [ -f "$r/model.safetensors" ] && echo "$r"
+           done | awk -F- -v lm="${LM_C:-32}" -v br="${BR_C:-4}" '
+               NF == 6 { T = substr($2, 2) + 0; C = substr($3, 2) + 0; f = substr($4, 4) + 0
+                 head = ($1 == "charlm" ? lm : br) == C
+                 printf "%d %d %d %d %s-%s-%s-%s-%s\n", T, f, head, C, $1, $2, $3, $4, $5 }' |
+           sort -k1,1n -k2,2n -k3,3n -k4,4n | tail -n 1 | cut -d' ' -f5) || true
+    [ -n "$cell" ] || continue
+    ck=()
+    for r in "${d}runs/$cell"-s*; do
+        [[ $r =~ -s[0-9]+$ ]] && [ -f "$r/model.safetensors" ] && ck+=(--ckpt "$r/model.safetensors")
+    done
+    rm -rf "${d}couplings"
+    "$BIN" couplings "${ck[@]}" --out "${d}couplings" >/dev/null || true
 done
 end=$(date +%s)
 
