@@ -62,6 +62,20 @@ FILE *open_out(const char *cmd, const char *path)
     return f;
 }
 
+FILE *__attribute__((format(printf, 3, 4)))
+open_outf(const char *cmd, char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(path, PATH_LEN, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= PATH_LEN) {
+        fprintf(stderr, "%s %s: path too long (%d bytes)\n", prog, cmd, n);
+        return NULL;
+    }
+    return open_out(cmd, path);
+}
+
 /* Closes an output file of open_out and puts it in place; 0, or 1 after
  * printing a write error (the temporary file is removed then). */
 int close_out(const char *cmd, FILE *f, const char *path)
@@ -267,9 +281,7 @@ static int write_head_files(const char *cmd, const char *dir, int l, int h, cons
                             const double *sd, int T)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/J_l%d_h%d.csv", dir, l, h))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/J_l%d_h%d.csv", dir, l, h);
     if (!f)
         return 1;
     fprintf(f, sd ? "j,k,J,sd\n" : "j,k,J\n");
@@ -283,9 +295,7 @@ static int write_head_files(const char *cmd, const char *dir, int l, int h, cons
     if (close_out(cmd, f, path))
         return 1;
 
-    if (mkpath(cmd, path, "%s/J_l%d_h%d_matrix.txt", dir, l, h))
-        return 1;
-    if (!(f = open_out(cmd, path)))
+    if (!(f = open_outf(cmd, path, "%s/J_l%d_h%d_matrix.txt", dir, l, h)))
         return 1;
     fprintf(f, "# couplings J of layer %d, head %d%s: row j, column k (0-based key positions); "
                "J_jk for j < k, 0 where unused (k <= j)\n",
@@ -305,9 +315,7 @@ static int write_heatmap_gp(const char *cmd, const char *dir, int l, int h, cons
     snprintf(png, sizeof png, "J_heatmap_l%d_h%d.png", l, h);
     if (runs > 1)
         snprintf(what, sizeof what, ", mean of %d runs", runs);
-    if (mkpath(cmd, path, "%s/%s", dir, script))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/%s", dir, script);
     if (!f)
         return 1;
     gp_header(f, script, png, 900, 650);
@@ -345,9 +353,7 @@ static int write_distance_gp(const char *cmd, const char *dir, const ba_config *
                              int L, int H, int runs, double absmax)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/J_vs_distance.gp", dir))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/J_vs_distance.gp", dir);
     if (!f)
         return 1;
     gp_header(f, "J_vs_distance.gp", "J_vs_distance.png", 900, 650);
@@ -531,9 +537,7 @@ static int write_distance_runs(const char *cmd, const char *dir, const couplings
                                ba_summary *s, int *positive)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/distance_runs.csv", dir))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/distance_runs.csv", dir);
     if (!f)
         return 1;
     double *x = malloc((size_t)a->runs * sizeof *x);
@@ -560,9 +564,7 @@ static int write_distance_runs(const char *cmd, const char *dir, const couplings
 static int write_runs_txt(const char *cmd, const char *dir, const char **ckpts, int n)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/runs.txt", dir))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/runs.txt", dir);
     if (!f)
         return 1;
     for (int r = 0; r < n; r++)
@@ -639,11 +641,7 @@ int cmd_couplings(int argc, char **argv)
         }
     if (code)
         goto done;
-    if (mkpath(c->cmd, path, "%s/distance.csv", dir)) {
-        code = 1;
-        goto done;
-    }
-    FILE *f = open_out(c->cmd, path);
+    FILE *f = open_outf(c->cmd, path, "%s/distance.csv", dir);
     if (!f) {
         code = 1;
         goto done;
@@ -1344,9 +1342,9 @@ static int write_figure(const char *cmd, const char *plots, const figure *fg, co
                         int np)
 {
     char path[PATH_LEN], png[PATH_LEN];
-    if (mkpath(cmd, path, "%s/%s", plots, fg->script) || mkpath(cmd, png, "../%s", fg->png))
+    if (mkpath(cmd, png, "../%s", fg->png))
         return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/%s", plots, fg->script);
     if (!f)
         return 1;
     int cols = np <= 1 ? 1 : 2, rows = (np + cols - 1) / cols;
@@ -1429,9 +1427,7 @@ static int write_series(const char *cmd, const char *plots, const group *g, int 
                         int ffn, int fixC, int fixT, panel *pn)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/%s", plots, pn->dat))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/%s", plots, pn->dat);
     if (!f)
         return 1;
     int xT = fixT < 0;
@@ -1630,9 +1626,7 @@ static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np
                                             : "validation accuracy (%)");
             p->logy = task == BA_TASK_CHARLM;
             char path[PATH_LEN];
-            if (mkpath(cmd, path, "%s/%s", plots, p->dat))
-                return 1;
-            FILE *f = open_out(cmd, path);
+            FILE *f = open_outf(cmd, path, "%s/%s", plots, p->dat);
             if (!f)
                 return 1;
             fprintf(f, "# learning curves %s, T=%d, C=%d, %s: eval records of "
@@ -1683,9 +1677,7 @@ static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np
 static int write_summary(const char *cmd, const char *plots, const group *g, int ng)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/summary.dat", plots))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/summary.dat", plots);
     if (!f)
         return 1;
     fprintf(f, "# every (task, variant, T, C, ffn) of results.csv over seeds; value: "

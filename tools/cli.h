@@ -167,6 +167,10 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
 #define PATH_LEN 4096
 int mkpath(const char *cmd, char *buf, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 FILE *open_out(const char *cmd, const char *path);
+/* open_out of the path formatted into path (PATH_LEN bytes); NULL after
+ * printing when it does not fit or cannot be opened. */
+FILE *open_outf(const char *cmd, char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int close_out(const char *cmd, FILE *f, const char *path);
 int have_gnuplot(void);
 extern const char *const no_gnuplot_fix; /* the install hint after "gnuplot not found" */

@@ -218,9 +218,7 @@ static int write_plot_files(const char *cmd, const char *dir, const double *lam,
                             double gamma, int order, const char *source)
 {
     char path[PATH_LEN];
-    if (mkpath(cmd, path, "%s/dqa.dat", dir))
-        return 1;
-    FILE *f = open_out(cmd, path);
+    FILE *f = open_outf(cmd, path, "%s/dqa.dat", dir);
     if (!f)
         return 1;
     fprintf(f, "# boltzattn dqa: one block per (lambda, M) (gnuplot index), rows by tau\n"
@@ -237,9 +235,7 @@ static int write_plot_files(const char *cmd, const char *dir, const double *lam,
             }
             fprintf(f, "\n\n");
         }
-    if (close_out(cmd, f, path) || mkpath(cmd, path, "%s/dqa.gp", dir))
-        return 1;
-    if (!(f = open_out(cmd, path)))
+    if (close_out(cmd, f, path) || !(f = open_outf(cmd, path, "%s/dqa.gp", dir)))
         return 1;
     gp_header(f, "dqa.gp", "dqa.png", 1300, 560);
     fprintf(f,
@@ -586,11 +582,7 @@ int cmd_dqa(int argc, char **argv)
            sm[NMEAS * best + M_BETA].mean, elapsed);
 
     char path[PATH_LEN];
-    if (mkpath(c->cmd, path, "%s/dqa.csv", dir)) {
-        code = 1;
-        goto done;
-    }
-    FILE *f = open_out(c->cmd, path);
+    FILE *f = open_outf(c->cmd, path, "%s/dqa.csv", dir);
     if (!f) {
         code = 1;
         goto done;
