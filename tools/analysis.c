@@ -29,18 +29,24 @@
 /* ------------------------------------------------------------ helpers */
 
 /* snprintf into a PATH_LEN buffer; -1 (after printing) if it does not fit. */
-int __attribute__((format(printf, 3, 4)))
-mkpath(const char *cmd, char *buf, const char *fmt, ...)
+static int vmkpath(const char *cmd, char *buf, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(buf, PATH_LEN, fmt, ap);
-    va_end(ap);
     if (n < 0 || n >= PATH_LEN) {
         fprintf(stderr, "%s %s: path too long (%d bytes)\n", prog, cmd, n);
         return -1;
     }
     return 0;
+}
+
+int __attribute__((format(printf, 3, 4)))
+mkpath(const char *cmd, char *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vmkpath(cmd, buf, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Output files are written as PATH.tmp and renamed over PATH by close_out,
@@ -67,13 +73,9 @@ open_outf(const char *cmd, char *path, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(path, PATH_LEN, fmt, ap);
+    int rc = vmkpath(cmd, path, fmt, ap);
     va_end(ap);
-    if (n < 0 || n >= PATH_LEN) {
-        fprintf(stderr, "%s %s: path too long (%d bytes)\n", prog, cmd, n);
-        return NULL;
-    }
-    return open_out(cmd, path);
+    return rc ? NULL : open_out(cmd, path);
 }
 
 /* Closes an output file of open_out and puts it in place; 0, or 1 after
