@@ -199,6 +199,18 @@ if [ "$preset" = full ]; then
         [ -f "$OUT/$grid/effects.csv" ] && verdicts "$OUT/$grid/effects.csv"
     done
     echo
+    if [ -f "$OUT/brackets-width/effects.csv" ] || [ -f "$OUT/charlm-width/effects.csv" ]; then
+        echo "### Against the paper across widths (T = 16)"
+        echo
+        echo "The same comparison at every width of the sweeps, so an effect can be seen to grow, shrink or vanish as the model widens; where a width saturates (next table) no gap can show."
+        echo
+        echo "| task | T | C | FFN | variant | pairs/seeds | effect [95 % CI] | paper | verdict |"
+        echo "|---|---|---|---|---|---|---|---|---|"
+        for grid in brackets-width charlm-width; do
+            [ -f "$OUT/$grid/effects.csv" ] && verdicts "$OUT/$grid/effects.csv"
+        done
+        echo
+    fi
     if [ -f "$OUT/charlm-T12/couplings/distance.csv" ]; then
         echo "### Couplings against the paper's sign pattern (charlm, T = 12)"
         echo
