@@ -38,34 +38,57 @@ quick)
 full)
     # Hours (many, on 2 cores): the width sweep at T = 16, then T at the
     # headline widths. Steps chosen so validation curves are flat by the end
-    # (docs/results.md shows the curves). The headline rows run first so an
-    # interrupted grid has them; every grid resumes where it stopped.
+    # (docs/results.md shows the curves). The charlm headline row runs first
+    # so an interrupted grid has it; every grid resumes where it stopped.
     BR=(--steps 16000 --batch 32 --lr 3e-3 --seeds 5 --eval-every 2000 --eval-items 2000 --log-every 200)
     LM=(--steps 20000 --batch 32 --lr 3e-3 --seeds 5 --eval-every 2000 --eval-items 512 --log-every 200)
     LM_C=${LM_C:-32}  # charlm headline width (the paper-sized model)
     BR_C=${BR_C:-4}   # brackets headline width: C = 8 saturated (99.9 %) in converged probes
-    # The paper's headline (charlm T = 12) with 10 seeds, so the interval of
-    # a 1 % effect excludes zero; the T sweep below reuses its first 5.
-    "$BIN" ablate --task charlm --T 12 --embd "$LM_C" "${LM[@]}" --seeds 10 --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm-T12"
-    # Convergence check of the headline row: the same runs with twice the
-    # steps (2 seeds, softmax and boltzmann).
-    "$BIN" ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 40000 --batch 32 \
-        --lr 3e-3 --seeds 2 --eval-every 4000 --eval-items 512 --log-every 400 --data "$DATA" \
-        "${ONLY[@]}" --out "$OUT/charlm-40k"
-    "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
-    "$BIN" ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm-width"
-    # Cells shared with the width sweeps (same settings) are copied, not rerun.
-    bash "$SHARE" "$OUT"/charlm-width/runs/charlm-T16-C"$LM_C"-* "$OUT/charlm/runs"
-    for sd in 1 2 3 4 5; do
-        bash "$SHARE" "$OUT"/charlm-T12/runs/charlm-T12-C"$LM_C"-ffn1-*-s$sd "$OUT/charlm/runs"
-    done
-    bash "$SHARE" "$OUT"/brackets-width/runs/brackets-T16-C"$BR_C"-* "$OUT/brackets/runs"
-    "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm"
-    "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets"
-    # T = 24 costs about 0.7 s per boltzmann step on 2 cores: a shorter,
-    # documented budget, not a converged run.
-    "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
-        --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${ONLY[@]}" --out "$OUT/brackets-T24"
+    # Two chains, brackets and charlm, run side by side (JOBS=2, the default
+    # with 2 or more cores), each run on THREADS threads (default: the cores
+    # divided among the chains). docs/results-full was made this way on 2
+    # cores: one thread per run. A run is bit-identical for the same seed,
+    # build and thread count. JOBS=1 runs the chains one after the other.
+    JOBS=${JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
+    THREADS=${THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
+    TH=(--threads "$THREADS")
+    charlm_chain() {
+        # The paper's headline (charlm T = 12) with 10 seeds, so the
+        # interval of a 1 % effect excludes zero; the T sweep reuses its
+        # first 5.
+        "$BIN" ablate --task charlm --T 12 --embd "$LM_C" "${LM[@]}" --seeds 10 --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-T12"
+        # Convergence check of the headline row: the same runs with twice
+        # the steps (2 seeds, softmax and boltzmann).
+        "$BIN" ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 40000 --batch 32 \
+            --lr 3e-3 --seeds 2 --eval-every 4000 --eval-items 512 --log-every 400 --data "$DATA" \
+            "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-40k"
+        "$BIN" ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-width"
+        # Cells shared with the width sweep or the headline (same settings)
+        # are copied, not rerun.
+        bash "$SHARE" "$OUT"/charlm-width/runs/charlm-T16-C"$LM_C"-* "$OUT/charlm/runs"
+        for sd in 1 2 3 4 5; do
+            bash "$SHARE" "$OUT"/charlm-T12/runs/charlm-T12-C"$LM_C"-ffn1-*-s$sd "$OUT/charlm/runs"
+        done
+        "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm"
+    }
+    brackets_chain() {
+        "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
+        bash "$SHARE" "$OUT"/brackets-width/runs/brackets-T16-C"$BR_C"-* "$OUT/brackets/runs"
+        "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets"
+        # T = 24 costs about 0.8 s per boltzmann step on one thread: a
+        # shorter, documented budget, not a converged run.
+        "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
+            --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
+    }
+    if [ "$JOBS" -ge 2 ]; then
+        brackets_chain &
+        bpid=$!
+        charlm_chain
+        wait "$bpid"
+    else
+        charlm_chain
+        brackets_chain
+    fi
     ;;
 samplers)
     # Sampled attention (spec section 7) against exact boltzmann and softmax
