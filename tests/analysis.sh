@@ -155,6 +155,31 @@ expect 0 "1 without a value left out" -- "$BIN" plot "$A"
 check '[ -f "$P/brackets_T4_ffn1_vs_C.dat" ] && [ -f "$P/width_T4.gp" ] && [ ! -e "$P/width_T8.gp" ]' \
     "width files for T=4 only"
 [ $GNUPLOT = 1 ] && check 'png_ok "$A/width_T4.png"' "width_T4.png missing"
+# --curves-T / --curves-C choose the learning curves' cell (a T = 4 run
+# joins the T = 8 runs; by default the largest T is drawn)
+mkdir -p "$A/runs/brackets-softmax-T4-s1"
+sed 's/"block_size":8/"block_size":4/' "$A/runs/brackets-softmax-T8-s1/metrics.jsonl" \
+    >"$A/runs/brackets-softmax-T4-s1/metrics.jsonl"
+rm -rf "$P"
+expect 0 "" -- "$BIN" plot "$A" --curves-T 4
+check '[ -f "$P/curves_brackets_T4_C32_ffn1.dat" ] && [ ! -e "$P/curves_brackets_T8_C32_ffn1.dat" ] &&
+       [ "$(grep -v "^#" "$P/curves_brackets_T4_C32_ffn1.dat" | awk "NF" | wc -l)" = 3 ]' \
+    "--curves-T 4: expected the T = 4 curves only (3 steps, one variant)"
+expect 0 "" -- "$BIN" plot --curves-C=32 "$A"
+check '[ -f "$P/curves_brackets_T8_C32_ffn1.dat" ]' "--curves-C 32: the largest T with C = 32 is 8"
+rm -rf "$P"
+expect 2 "no runs with learning curves at T=8 C=16" -- "$BIN" plot "$A" --curves-T 8 --curves-C 16
+check '[ ! -e "$P" ]' "a refused plot wrote its directory"
+expect 2 "'--curves-T' needs a value" -- "$BIN" plot "$A" --curves-T
+expect 2 "--curves-C: 0 is out of range" -- "$BIN" plot "$A" --curves-C 0
+rm -r "$A/runs/brackets-softmax-T4-s1"
+# plots/ is plot's own: an earlier call's .dat/.gp files go, other files stay
+mkdir -p "$P"
+echo old >"$P/curves_brackets_T99_C1_ffn1.dat"
+echo mine >"$P/notes.txt"
+expect 0 "" -- "$BIN" plot "$A"
+check '[ ! -e "$P/curves_brackets_T99_C1_ffn1.dat" ] && [ "$(cat "$P/notes.txt")" = mine ] &&
+       [ -f "$P/summary.dat" ]' "stale .dat kept, or a foreign file removed, by a new plot"
 # without gnuplot: .dat files, a clear line, exit 0
 rm -rf "$P"
 expect 0 "gnuplot not found" -- env PATH=/nonexistent "$BIN" plot "$A"

@@ -758,15 +758,20 @@ done:
 /* --------------------------------------------------------------- plot */
 
 static opt plot_opts[] = {
+    {"curves-T", "T", "the largest T", "learning curves of the runs at this T", 0, 0},
+    {"curves-C", "C", "the largest C at that T", "learning curves of the runs at this width",
+     0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command plot_cmd = {
     "plot",
-    "DIR\n\nRedraws the figures of an ablation directory: DIR/results.csv (one row per run)\n"
+    "DIR [--curves-T T] [--curves-C C]\n\n"
+    "Redraws the figures of an ablation directory: DIR/results.csv (one row per run)\n"
     "and DIR/runs/*/metrics.jsonl (learning curves). Writes aggregated .dat files and\n"
-    "gnuplot scripts to DIR/plots/ and the figures (PNG, mean ± sd over seeds) to DIR/:\n"
-    "ppl_vs_T.png (charlm), acc_vs_T.png (brackets), width_T<T>.png (when several C),\n"
-    "learning_curves.png. Without gnuplot only the data and scripts are written.",
+    "gnuplot scripts to DIR/plots/ (replacing the .dat and .gp files there) and the\n"
+    "figures (PNG, mean ± sd over seeds) to DIR/: ppl_vs_T.png (charlm), acc_vs_T.png\n"
+    "(brackets), width_T<T>.png (when several C), learning_curves.png (the largest T\n"
+    "and C unless chosen). Without gnuplot only the data and scripts are written.",
     plot_opts};
 
 /* One (task, variant, T, C, ffn) cell of results.csv, over seeds. The value
@@ -1590,11 +1595,15 @@ static int figures_vs_C(const char *cmd, const char *plots, const group *g, int 
 }
 
 /* learning_curves.png: per task, the runs at the largest T (and the largest
- * C there), one panel per (task, ffn), one line per variant averaged over
- * seeds at each step. */
-static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np, job *jobs,
-                         int *njobs)
+ * C there), or at Treq / Creq when those are not 0 (Creq alone: the largest
+ * T that has runs of that width), one panel per (task,
+ * ffn), one line per variant averaged over seeds at each step. A task
+ * without runs at the requested T / C gets no panel; *npanels says how many
+ * were drawn. */
+static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np, int Treq,
+                         int Creq, job *jobs, int *njobs, int *npanels)
 {
+    *npanels = 0;
     if (np == 0)
         return 0;
     qsort(pts, np, sizeof *pts, cpoint_cmp);
@@ -1604,12 +1613,14 @@ static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np
         ba_task task = (ba_task)t;
         int Tsel = 0, Csel = 0, has[2] = {0, 0};
         for (int i = 0; i < np; i++)
-            if (pts[i].task == task && pts[i].T > Tsel)
+            if (pts[i].task == task && (!Creq || pts[i].C == Creq) &&
+                (Treq ? pts[i].T == Treq : pts[i].T > Tsel))
                 Tsel = pts[i].T;
         for (int i = 0; i < np; i++)
-            if (pts[i].task == task && pts[i].T == Tsel && pts[i].C > Csel)
+            if (pts[i].task == task && pts[i].T == Tsel &&
+                (Creq ? pts[i].C == Creq : pts[i].C > Csel))
                 Csel = pts[i].C;
-        if (!Tsel)
+        if (!Tsel || !Csel)
             continue;
         for (int i = 0; i < np; i++)
             if (pts[i].task == task && pts[i].T == Tsel && pts[i].C == Csel)
@@ -1665,6 +1676,7 @@ static int figure_curves(const char *cmd, const char *plots, cpoint *pts, int np
                 return 1;
         }
     }
+    *npanels = npan;
     if (!npan)
         return 0;
     job *jb = &jobs[(*njobs)++];
@@ -1696,18 +1708,38 @@ static int write_summary(const char *cmd, const char *plots, const group *g, int
 int cmd_plot(int argc, char **argv)
 {
     const command *c = &plot_cmd;
+    /* DIR is the one argument that is neither an option nor an option's
+     * value; the options go to parse_opts together. */
     const char *dir = NULL;
+    char **ov = malloc(sizeof *ov * (size_t)(argc + 1));
+    int no = 0;
+    if (!ov) {
+        fprintf(stderr, "%s %s: out of memory\n", prog, c->cmd);
+        return 1;
+    }
     for (int i = 0; i < argc; i++) {
         if (argv[i][0] == '-' && argv[i][1]) {
-            int rc = parse_opts(c, 1, argv + i);
-            if (rc)
-                return rc < 0 ? 0 : rc;
+            ov[no++] = argv[i];
+            const char *name = argv[i] + 2;
+            for (const opt *o = c->opts; o->name; o++)
+                if (strncmp(argv[i], "--", 2) == 0 && strcmp(o->name, name) == 0 && o->arg &&
+                    i + 1 < argc)
+                    ov[no++] = argv[++i];
         } else if (dir) {
+            free(ov);
             return usage_error(c->cmd, "unexpected argument '%s' (one DIR only)", argv[i]);
         } else {
             dir = argv[i];
         }
     }
+    int rc = parse_opts(c, no, ov);
+    free(ov);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    int Treq = 0, Creq = 0;
+    if ((find_opt(c, "curves-T")->set && get_int(c, "curves-T", 1, 64, &Treq)) ||
+        (find_opt(c, "curves-C")->set && get_int(c, "curves-C", 1, 1 << 16, &Creq)))
+        return EXIT_USAGE;
     if (!dir || !*dir)
         return usage_error(c->cmd, "the ablation directory DIR is required");
     struct stat sb;
@@ -1744,11 +1776,38 @@ int cmd_plot(int argc, char **argv)
     }
     if ((code = read_runs(c->cmd, dir, &pts, &np, &nruns)))
         goto done;
+    if (Treq || Creq) { /* before anything is written */
+        int found = 0;
+        for (int i = 0; i < np && !found; i++)
+            found = (!Treq || pts[i].T == Treq) && (!Creq || pts[i].C == Creq);
+        if (!found) {
+            char want[64] = "";
+            if (Treq)
+                snprintf(want, sizeof want, " T=%d", Treq);
+            if (Creq)
+                snprintf(want + strlen(want), sizeof want - strlen(want), " C=%d", Creq);
+            code = usage_error(c->cmd, "no runs with learning curves at%s in %s", want, dir);
+            goto done;
+        }
+    }
     if (make_dirs(plots, err)) {
         fprintf(stderr, "%s %s: %s\n", prog, c->cmd, err);
         code = 1;
         goto done;
     }
+    /* plots/ is this command's own: the .dat and .gp files of an earlier
+     * call go, so none is left that the figures no longer read. */
+    DIR *pd = opendir(plots);
+    for (struct dirent *e; pd && (e = readdir(pd));) {
+        size_t n = strlen(e->d_name);
+        char old[PATH_LEN];
+        if (((n > 4 && strcmp(e->d_name + n - 4, ".dat") == 0) ||
+             (n > 3 && strcmp(e->d_name + n - 3, ".gp") == 0)) &&
+            !mkpath(c->cmd, old, "%s/%s", plots, e->d_name))
+            unlink(old);
+    }
+    if (pd)
+        closedir(pd);
 
     printf("%s: %ld runs in %d groups", results, nrows - nskipped, ng);
     if (nskipped)
@@ -1771,8 +1830,9 @@ int cmd_plot(int argc, char **argv)
             code = figure_vs_T(c->cmd, plots, g, ng, (ba_task)t, scratch, jobs, &njobs) ||
                    figures_vs_C(c->cmd, plots, g, ng, (ba_task)t, tasks[0] && tasks[1], scratch,
                                 scratch2, jobs, &njobs, maxjobs - 3);
+    int ncurves = 0; /* checked above: > 0 when a T or C was asked for */
     if (!code)
-        code = figure_curves(c->cmd, plots, pts, np, jobs, &njobs);
+        code = figure_curves(c->cmd, plots, pts, np, Treq, Creq, jobs, &njobs, &ncurves);
     if (code)
         goto done;
     printf("learning curves: %d run%s with validation records under %s/runs\n", nruns,

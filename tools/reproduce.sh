@@ -111,7 +111,14 @@ samplers)
 esac
 
 for d in "$OUT"/*/; do
-    "$BIN" plot "$d" || echo "plots skipped for $d"
+    # a width sweep's learning curves: at the headline width, not the widest
+    # (where every variant saturates)
+    curves=()
+    case $(basename "$d") in
+    brackets-width) curves=(--curves-C "${BR_C:-4}") ;;
+    charlm-width) curves=(--curves-C "${LM_C:-32}") ;;
+    esac
+    "$BIN" plot "$d" "${curves[@]}" || echo "plots skipped for $d"
 done
 # Couplings of each grid's boltzmann cell with the largest T (with FFN when
 # both exist, at the headline width when the grid sweeps widths), over all
