@@ -12,22 +12,22 @@ set key outside right top vertical
 set bars small
 set offsets graph 0.03, graph 0.03, 0, 0
 set multiplot layout 1,2 title "validation metric during training\nmean ± sd over seeds; last point: final evaluation, whole set" font ",13"
-set title "brackets, T=16, C=8"
+set title "brackets, T=16, C=4"
 set ylabel "validation accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [82.819:101.169]
-plot 'curves_brackets_T16_C8_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
-     'curves_brackets_T16_C8_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'curves_brackets_T16_C8_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
-     'curves_brackets_T16_C8_ffn1.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced
-set title "brackets, T=16, C=8, without FFN"
+set yrange [69.6927:97.6291]
+plot 'curves_brackets_T16_C4_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced
+set title "brackets, T=16, C=4, without FFN"
 set ylabel "validation accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [88.5259:100.976]
-plot 'curves_brackets_T16_C8_ffn0.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
-     'curves_brackets_T16_C8_ffn0.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'curves_brackets_T16_C8_ffn0.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
-     'curves_brackets_T16_C8_ffn0.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced
+set yrange [71.3349:98.0269]
+plot 'curves_brackets_T16_C4_ffn0.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced
 unset multiplot

@@ -11,14 +11,14 @@ set grid
 set key outside right top vertical
 set bars small
 set logscale x 2
-set xtics (4, 8)
-set xrange [3.78423:8.45614]
+set xtics (4, 8, 16, 32, 64)
+set xrange [3.20428:79.8932]
 set multiplot layout 1,2 title "brackets: held-out accuracy (%) vs width C at T=16\nmean ± sd over seeds" font ",13"
 set title "with FFN"
 set ylabel "held-out accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [80.4503:101.268]
+set yrange [80.3968:102.214]
 plot 'brackets_T16_ffn1_vs_C.dat' index 0 using ($1*0.959264):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'brackets_T16_ffn1_vs_C.dat' index 1 using ($1*0.986233):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'brackets_T16_ffn1_vs_C.dat' index 2 using ($1*1.01396):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
@@ -27,7 +27,7 @@ set title "without FFN (attention only)"
 set ylabel "held-out accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [80.4503:101.268]
+set yrange [80.3968:102.214]
 plot 'brackets_T16_ffn0_vs_C.dat' index 0 using ($1*0.959264):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'brackets_T16_ffn0_vs_C.dat' index 1 using ($1*0.986233):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'brackets_T16_ffn0_vs_C.dat' index 2 using ($1*1.01396):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
