@@ -50,7 +50,9 @@ full)
     # cores: one thread per run. A run is bit-identical for the same seed,
     # build and thread count. JOBS=1 runs the chains one after the other.
     JOBS=${JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
+    [[ $JOBS =~ ^[12]$ ]] || { echo "JOBS must be 1 or 2 (chains side by side), not '$JOBS'" >&2; exit 2; }
     THREADS=${THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
+    [[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "THREADS must be a positive integer, not '$THREADS'" >&2; exit 2; }
     TH=(--threads "$THREADS")
     charlm_chain() {
         # The paper's headline (charlm T = 12) with 10 seeds, so the
