@@ -1708,32 +1708,8 @@ static int write_summary(const char *cmd, const char *plots, const group *g, int
 int cmd_plot(int argc, char **argv)
 {
     const command *c = &plot_cmd;
-    /* DIR is the one argument that is neither an option nor an option's
-     * value; the options go to parse_opts together. */
-    const char *dir = NULL;
-    char **ov = malloc(sizeof *ov * (size_t)(argc + 1));
-    int no = 0;
-    if (!ov) {
-        fprintf(stderr, "%s %s: out of memory\n", prog, c->cmd);
-        return 1;
-    }
-    for (int i = 0; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1]) {
-            ov[no++] = argv[i];
-            const char *name = argv[i] + 2;
-            for (const opt *o = c->opts; o->name; o++)
-                if (strncmp(argv[i], "--", 2) == 0 && strcmp(o->name, name) == 0 && o->arg &&
-                    i + 1 < argc)
-                    ov[no++] = argv[++i];
-        } else if (dir) {
-            free(ov);
-            return usage_error(c->cmd, "unexpected argument '%s' (one DIR only)", argv[i]);
-        } else {
-            dir = argv[i];
-        }
-    }
-    int rc = parse_opts(c, no, ov);
-    free(ov);
+    const char *dir = NULL; /* the one positional argument */
+    int rc = parse_args(c, argc, argv, &dir, 1, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     int Treq = 0, Creq = 0;

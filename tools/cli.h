@@ -42,6 +42,10 @@ typedef struct {
 int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void print_help(const command *c);
 int parse_opts(const command *c, int argc, char **argv);
+/* parse_opts that also takes up to maxpos positional arguments (those not
+ * starting with '-', or "-"), in order, into pos; *npos gets their count. */
+int parse_args(const command *c, int argc, char **argv, const char **pos, int maxpos,
+               int *npos);
 opt *find_opt(const command *c, const char *name);
 const char *get_str(const command *c, const char *name);
 int get_flag(const command *c, const char *name);

@@ -49,25 +49,37 @@ void print_help(const command *c)
     printf("  %-24s %s\n", "--help", "show this help");
 }
 
+/* The option named by the first len bytes of name, or NULL. */
+static opt *lookup(const command *c, const char *name, size_t len)
+{
+    for (opt *p = c->opts; p->name; p++)
+        if (strlen(p->name) == len && strncmp(p->name, name, len) == 0)
+            return p;
+    return NULL;
+}
+
 /* Returns -1 on --help (already printed), 0 on success, else an exit code. */
-int parse_opts(const command *c, int argc, char **argv)
+int parse_args(const command *c, int argc, char **argv, const char **pos, int maxpos, int *npos)
 {
     for (opt *o = c->opts; o->name; o++)
         o->val = o->def, o->set = 0;
+    int np = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             print_help(c);
             return -1;
         }
-        if (strncmp(a, "--", 2) != 0)
-            return usage_error(c->cmd, "unexpected argument '%s'", a);
+        if (strncmp(a, "--", 2) != 0) {
+            /* a positional argument: anything not starting with '-', or "-" */
+            if (np == maxpos || (a[0] == '-' && a[1]))
+                return usage_error(c->cmd, "unexpected argument '%s'", a);
+            pos[np++] = a;
+            continue;
+        }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        opt *o = NULL;
-        for (opt *p = c->opts; p->name; p++)
-            if (strlen(p->name) == len && strncmp(p->name, name, len) == 0)
-                o = p;
+        opt *o = lookup(c, name, len);
         if (!o)
             return usage_error(c->cmd, "unknown option '--%.*s'", (int)len, name);
         if (!o->arg) {
@@ -83,7 +95,14 @@ int parse_opts(const command *c, int argc, char **argv)
         }
         o->set = 1;
     }
+    if (npos)
+        *npos = np;
     return 0;
+}
+
+int parse_opts(const command *c, int argc, char **argv)
+{
+    return parse_args(c, argc, argv, NULL, 0, NULL);
 }
 
 opt *find_opt(const command *c, const char *name)
@@ -100,16 +119,14 @@ int get_flag(const command *c, const char *name) { return find_opt(c, name)->set
 int get_repeated(const command *c, int argc, char **argv, const char *name, const char **vals,
                  int max)
 {
-    /* The same walk as parse_opts, which has already rejected anything
-     * malformed, so every "--x" here names a known option. */
+    /* The same walk as parse_args, which has already rejected anything
+     * malformed; positional arguments name no option and are passed over. */
     int n = 0;
     for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0)
+            continue;
         const char *a = argv[i] + 2, *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const opt *o = NULL;
-        for (const opt *p = c->opts; p->name; p++)
-            if (strlen(p->name) == len && strncmp(p->name, a, len) == 0)
-                o = p;
+        const opt *o = lookup(c, a, eq ? (size_t)(eq - a) : strlen(a));
         if (!o || !o->arg)
             continue;
         const char *v = eq ? eq + 1 : argv[++i];
