@@ -109,6 +109,37 @@ check "cell continues from its save point" 'grep -q "brackets-T6-C8-ffn1-softmax
 check "continued cell equals an uninterrupted one" 'diff <(cut -d, -f1-14 "$TMP/long/results.csv") <(cut -d, -f1-14 "$TMP/whole/results.csv") >/dev/null'
 check "continued model is bit-identical" 'cmp -s "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors" "$TMP/whole/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors"'
 
+# two processes on one grid: a cell whose lock (DIR/.lock, the one `train`
+# takes) names a live process is skipped, not trained twice; once the lock
+# is gone, or names a dead process, the next call trains it
+K=(--task brackets --attn softmax,boltzmann --T 6 --embd 8 --seeds 1 --steps 20 --batch 16 --out "$TMP/lk")
+held="$TMP/lk/runs/brackets-T6-C8-ffn1-boltzmann-s1"
+mkdir -p "$held"
+echo $$ >"$held/.lock" # this shell: alive while the test runs
+"$BIN" ablate "${K[@]}" >/dev/null 2>"$TMP/errlk"
+check "grid with a held cell exits 0" '[ $? = 0 ]'
+check "held cell skipped and named" 'grep -q "^brackets-T6-C8-ffn1-boltzmann-s1 is being trained by another process: skipped$" "$TMP/errlk"'
+check "held cell not trained, its lock left alone" '[ ! -e "$held/result.json" ] && [ ! -e "$held/metrics.jsonl" ] && [ "$(cat "$held/.lock")" = $$ ]'
+check "the free cell trained, its lock released" '[ -f "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/result.json" ] && [ ! -e "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/.lock" ]'
+check "summary marks the held cell missing" 'grep -q "| boltzmann | 0 of 1 (missing seeds 1) |" "$TMP/lk/summary.md"'
+echo 999999999 >"$held/.lock" # a process that is gone
+"$BIN" ablate "${K[@]}" >/dev/null 2>"$TMP/errlk2"
+check "stale lock taken over: the cell trains" 'grep -q "2 runs in the grid, 1 already finished" "$TMP/errlk2" && [ -f "$held/result.json" ] && ! grep -q "skipped" "$TMP/errlk2" && [ ! -e "$held/.lock" ]'
+
+# two ablate processes side by side on one grid: every cell trains once in
+# all (each process skips the cells the other holds or has finished)
+P=(--task brackets --attn softmax --T 6 --embd 8 --seeds 6 --steps 300 --batch 16 --eval-every 0 --out "$TMP/par")
+"$BIN" ablate "${P[@]}" >/dev/null 2>"$TMP/errp1" &
+p1=$!
+"$BIN" ablate "${P[@]}" >/dev/null 2>"$TMP/errp2"
+s2=$?
+wait $p1
+s1=$?
+check "side-by-side processes exit 0" '[ $s1 = 0 ] && [ $s2 = 0 ]'
+[ $s1 = 0 ] && [ $s2 = 0 ] || cat "$TMP/errp1" "$TMP/errp2"
+check "each cell trained exactly once in all" '[ "$(cat "$TMP/errp1" "$TMP/errp2" | grep -c "^\[")" = 6 ] && [ "$(tail -n +2 "$TMP/par/results.csv" | wc -l)" = 6 ]'
+[ "$(cat "$TMP/errp1" "$TMP/errp2" | grep -c "^\[")" = 6 ] || cat "$TMP/errp1" "$TMP/errp2"
+
 # bad usage
 "$BIN" ablate --task brackets >/dev/null 2>&1
 check "missing --out is exit 2" '[ $? = 2 ]'

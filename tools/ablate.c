@@ -188,11 +188,22 @@ static void load_cell(const grid *g, cell *c)
     c->done = 1;
 }
 
-/* Writes path atomically: a temporary file renamed over it. */
+/* Re-reads the cells still unfinished: another process working on the same
+ * grid may have finished them since this one started. */
+static void refresh_cells(const grid *g)
+{
+    for (int i = 0; i < g->ncells; i++)
+        if (!g->cells[i].done)
+            load_cell(g, &g->cells[i]);
+}
+
+/* Writes path atomically: a temporary file renamed over it. The temporary
+ * name carries the process id, since two ablate processes on one grid write
+ * its results files. */
 static int write_atomic(const char *path, const char *text, char *err)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char tmp[4096 + 32];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         snprintf(err, BA_ERR_LEN, "cannot write %.200s: %s", tmp, strerror(errno));
@@ -691,7 +702,7 @@ int cmd_ablate(int argc, char **argv)
         ba_dataset *data = NULL;
         int data_T = -1;
         double t0 = now_s();
-        int ran = 0, todo = g.ncells - finished;
+        int ran = 0;
         for (int i = 0; i < g.ncells && code == 0; i++) {
             cell *x = &g.cells[i];
             if (x->done)
@@ -719,14 +730,35 @@ int cmd_ablate(int argc, char **argv)
                 code = fail_lib(c->cmd, 0, err, 1);
                 break;
             }
+            /* The cell's lock (the one `train` takes) is held while this
+             * process decides and trains: two ablate processes on one grid
+             * share its cells instead of training one twice. */
+            char lock[4096 + 8];
+            int lk = take_lock(rundir, lock, sizeof lock, err);
+            if (lk == 2) {
+                fprintf(stderr, "%s is being trained by another process: skipped\n", name);
+                continue;
+            }
+            if (lk) {
+                code = fail_lib(c->cmd, 0, err, 1);
+                break;
+            }
+            load_cell(&g, x); /* finished by another process meanwhile? */
+            if (x->done) {
+                unlink(lock);
+                continue;
+            }
             train_settings si = s;
             si.seed = x->seed;
             si.resume = can_resume(rundir, &cfg, &si);
             if (si.resume)
                 fprintf(stderr, "%s continues from its last save point\n", name);
             train_outcome res;
-            if ((code = run_training(c->cmd, &cfg, data, &si, rundir, data_path, 0, &res)))
+            code = run_training_locked(c->cmd, &cfg, data, &si, rundir, data_path, 0, &res);
+            if (code) {
+                unlink(lock);
                 break;
+            }
             x->done = 1, x->steps = res.steps, x->wall_s = res.train_s;
             x->val_loss = res.final.loss, x->val_ppl = res.final.ppl;
             x->val_acc = res.final.accuracy, x->items = res.final.n_items;
@@ -738,21 +770,32 @@ int cmd_ablate(int argc, char **argv)
                 x->exact_val_acc = res.exact.accuracy;
                 x->exact_value = g.task == BA_TASK_CHARLM ? res.exact.ppl : res.exact.accuracy;
             }
-            if (save_cell(&g, x, err) || write_outputs(&g, err)) {
+            /* result.json before the lock goes: a process that takes the
+             * lock next must find the cell finished */
+            int bad = save_cell(&g, x, err);
+            unlink(lock);
+            refresh_cells(&g);
+            if (bad || write_outputs(&g, err)) {
                 code = fail_lib(c->cmd, 0, err, 1);
                 break;
             }
             ran++;
             double el = now_s() - t0;
             char eta[32], elb[32];
-            fmt_duration(el / ran * (todo - ran), eta, sizeof eta);
+            int ndone = 0, ahead = 0; /* this process's runs and any other's */
+            for (int j = 0; j < g.ncells; j++) {
+                ndone += g.cells[j].done;
+                ahead += j > i && !g.cells[j].done; /* what this process has left */
+            }
+            fmt_duration(el / ran * ahead, eta, sizeof eta);
             fmt_duration(el, elb, sizeof elb);
-            fprintf(stderr, "[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", finished + ran,
+            fprintf(stderr, "[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", ndone,
                     g.ncells, name, g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy",
                     x->value, elb, eta);
         }
         ba_dataset_free(data);
     }
+    refresh_cells(&g);
     if (code == 0 && write_outputs(&g, err))
         code = fail_lib(c->cmd, 0, err, 1);
     if (code == 0)

@@ -162,6 +162,19 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  const train_settings *s, const char *outdir, const char *data_path,
                  int verbose, train_outcome *out);
 
+/* Takes DIR/.lock for this process (its process id inside), so that two
+ * trainings never write one directory; lock (n bytes) receives the lock
+ * file's path, to unlink when done. Returns 0; 2 if a live process holds it
+ * (err names it); 1 if the lock cannot be written. A lock whose process is
+ * gone is taken over. */
+int take_lock(const char *dir, char *lock, size_t n, char *err);
+
+/* run_training for a caller that already holds outdir's lock (take_lock):
+ * ablate locks a cell before deciding to train it. */
+int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset *data,
+                        const train_settings *s, const char *outdir, const char *data_path,
+                        int verbose, train_outcome *out);
+
 /* Output files and gnuplot (tools/analysis.c). Paths are PATH_LEN bytes;
  * mkpath is snprintf into one, -1 (after printing) if it does not fit.
  * open_out prints and returns NULL on failure; close_out returns 0 or 1

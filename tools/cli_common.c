@@ -800,10 +800,7 @@ static void on_stop_signal(int sig)
     (void)w;
 }
 
-/* Takes DIR/.lock for this process, so that two trainings never write one
- * directory. Returns 0; 2 if a live process holds it (err names it); 1 if
- * the lock cannot be written. A lock whose process is gone is taken over. */
-static int take_lock(const char *dir, char *lock, size_t n, char *err)
+int take_lock(const char *dir, char *lock, size_t n, char *err)
 {
     snprintf(lock, n, "%s/.lock", dir);
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -929,16 +926,24 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  int verbose, train_outcome *out)
 {
     char err[BA_ERR_LEN], lock[4096];
+    int st = take_lock(outdir, lock, sizeof lock, err);
+    if (st)
+        return fail_lib(cmd, 0, err, st);
+    st = run_training_locked(cmd, cfg, data, s, outdir, data_path, verbose, out);
+    unlink(lock);
+    return st;
+}
+
+int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset *data,
+                        const train_settings *s, const char *outdir, const char *data_path,
+                        int verbose, train_outcome *out)
+{
+    char err[BA_ERR_LEN];
     ba_task task = cfg->task;
     int T = cfg->block_size, st;
-    if ((st = take_lock(outdir, lock, sizeof lock, err)))
-        return fail_lib(cmd, 0, err, st);
     ba_model *m = NULL;
-    st = ba_model_init(&m, cfg, err);
-    if (st) {
-        unlink(lock);
+    if ((st = ba_model_init(&m, cfg, err)))
         return fail_lib(cmd, st, err, 1);
-    }
     ba_rng rng;
     ba_rng_seed(&rng, s->seed);
     ba_model_init_weights(m, &rng, s->j_init_std);
@@ -953,7 +958,6 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     long start_step = 0;
     if (s->resume && (st = load_state(outdir, m, &start_step, &data_rng, err))) {
         ba_model_free(m);
-        unlink(lock);
         return fail_lib(cmd, st, err, input_status(st));
     }
     char path[4096];
@@ -961,14 +965,12 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
     if (s->resume && truncate_metrics(path, start_step)) {
         fprintf(stderr, "%s %s: cannot rewrite %s: %s\n", prog, cmd, path, strerror(errno));
         ba_model_free(m);
-        unlink(lock);
         return 1;
     }
     FILE *log = fopen(path, s->resume ? "a" : "w");
     if (!log) {
         fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(errno));
         ba_model_free(m);
-        unlink(lock);
         return 1;
     }
     char *cfg_json = ba_config_to_json(cfg);
@@ -1192,6 +1194,5 @@ done:
     free(cfg_json);
     free(train_json);
     ba_model_free(m);
-    unlink(lock);
     return code;
 }

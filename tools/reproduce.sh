@@ -72,15 +72,21 @@ full)
             bash "$SHARE" "$OUT"/charlm-T12/runs/charlm-T12-C"$LM_C"-ffn1-*-s$sd "$OUT/charlm/runs"
         done
         "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm"
+        # then help with the last brackets grid: ablate locks each cell it
+        # trains, so two processes on one grid share its cells
+        brackets_t24
+    }
+    brackets_t24() {
+        # T = 24 costs about 0.8 s per boltzmann step on one thread: a
+        # shorter, documented budget, not a converged run.
+        "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
+            --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
     }
     brackets_chain() {
         "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
         bash "$SHARE" "$OUT"/brackets-width/runs/brackets-T16-C"$BR_C"-* "$OUT/brackets/runs"
         "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets"
-        # T = 24 costs about 0.8 s per boltzmann step on one thread: a
-        # shorter, documented budget, not a converged run.
-        "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
-            --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
+        brackets_t24
     }
     if [ "$JOBS" -ge 2 ]; then
         brackets_chain &
