@@ -102,27 +102,54 @@ L=(--task brackets --attn softmax --T 6 --embd 8 --seeds 1 --steps 6000 --batch 
 timeout --preserve-status -s TERM 0.5 "$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err5"
 check "stopped cell exits 1" '[ $? = 1 ]'
 check "stopped cell left a state" '[ -f "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/state.safetensors" ]'
+lc="$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1"
+prior=$(LC_ALL=C grep -ao '"train_s":"[0-9.]*"' "$lc/state.safetensors" | grep -o '[0-9.]*')
 "$BIN" ablate "${L[@]}" --out "$TMP/long" >/dev/null 2>"$TMP/err6"
 check "continued cell exits 0" '[ $? = 0 ]'
 check "cell continues from its save point" 'grep -q "brackets-T6-C8-ffn1-softmax-s1 continues from its last save point" "$TMP/err6"'
+# the run's training time counts both calls: the state's figure at the
+# stop plus the second call's, in the log and in result.json
+fin=$(grep '"event":"final"' "$lc/metrics.jsonl")
+num() { grep -o "\"$1\":[0-9.]*" <<<"$fin" | cut -d: -f2; }
+wall=$(grep -o '"wall_s":[[:space:]]*[0-9.]*' "$lc/result.json" | grep -o '[0-9.]*$')
+check "the stopped call's training time is in the state" 'awk -v p="$prior" "BEGIN { exit !(p > 0) }"'
+check "train_s_total = time before the stop + this call's" \
+    'awk -v p="$prior" -v c="$(num train_s)" -v t="$(num train_s_total)" "BEGIN { d = t - p - c; exit !(d > -0.002 && d < 0.002) }"'
+check "result.json wall_s is the total" 'awk -v w="$wall" -v t="$(num train_s_total)" "BEGIN { d = w - t; exit !(d > -0.001 && d < 0.001) }"'
+# a state saved before the time was kept: the log's figure stands in (the
+# last elapsed_s of the stopped call)
+timeout --preserve-status -s TERM 0.5 "$BIN" ablate "${L[@]}" --out "$TMP/legacy" >/dev/null 2>&1
+gc="$TMP/legacy/runs/brackets-T6-C8-ffn1-softmax-s1"
+LC_ALL=C sed -i 's/"train_s":"/"train_x":"/' "$gc/state.safetensors"
+"$BIN" ablate "${L[@]}" --out "$TMP/legacy" >/dev/null 2>&1
+check "legacy state: the continued cell exits 0" '[ $? = 0 ]'
+fin=$(grep '"event":"final"' "$gc/metrics.jsonl")
+logged=$(awk '/"event":"resume"/ { exit } /"elapsed_s"/ { sub(/.*"elapsed_s":/, ""); sub(/[,}].*/, ""); e = $0 } END { print e }' "$gc/metrics.jsonl")
+check "legacy state: train_s_total = the log's time + this call's" \
+    'awk -v p="$logged" -v c="$(num train_s)" -v t="$(num train_s_total)" "BEGIN { d = t - p - c; exit !(p > 0 && d > -0.002 && d < 0.002) }"'
 "$BIN" ablate "${L[@]}" --out "$TMP/whole" >/dev/null 2>&1
 check "continued cell equals an uninterrupted one" 'diff <(cut -d, -f1-14 "$TMP/long/results.csv") <(cut -d, -f1-14 "$TMP/whole/results.csv") >/dev/null'
 check "continued model is bit-identical" 'cmp -s "$TMP/long/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors" "$TMP/whole/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors"'
 
 # two processes on one grid: a cell whose lock (DIR/.lock, the one `train`
-# takes) names a live process is skipped, not trained twice; once the lock
-# is gone, or names a dead process, the next call trains it
+# takes) a live process holds is skipped, not trained twice; once the
+# holder is gone the next call trains it, taking over a lock file a dead
+# process left
 K=(--task brackets --attn softmax,boltzmann --T 6 --embd 8 --seeds 1 --steps 20 --batch 16 --out "$TMP/lk")
 held="$TMP/lk/runs/brackets-T6-C8-ffn1-boltzmann-s1"
 mkdir -p "$held"
-echo $$ >"$held/.lock" # this shell: alive while the test runs
+"$BIN" train --task brackets --T 6 --embd 8 --steps 100000000 --eval-every 0 --out "$held" --quiet >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do grep -q '"event":"train"' "$held/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
 "$BIN" ablate "${K[@]}" >/dev/null 2>"$TMP/errlk"
 check "grid with a held cell exits 0" '[ $? = 0 ]'
 check "held cell skipped and named" 'grep -q "^brackets-T6-C8-ffn1-boltzmann-s1 is being trained by another process: skipped$" "$TMP/errlk"'
-check "held cell not trained, its lock left alone" '[ ! -e "$held/result.json" ] && [ ! -e "$held/metrics.jsonl" ] && [ "$(cat "$held/.lock")" = $$ ]'
+check "held cell not trained, its lock left alone" '[ ! -e "$held/result.json" ] && [ "$(cat "$held/.lock")" = $holder ]'
 check "the free cell trained, its lock released" '[ -f "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/result.json" ] && [ ! -e "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/.lock" ]'
 check "summary marks the held cell missing" 'grep -q "| boltzmann | 0 of 1 (missing seeds 1) |" "$TMP/lk/summary.md"'
-echo 999999999 >"$held/.lock" # a process that is gone
+kill -INT $holder
+wait $holder
+echo 999999999 >"$held/.lock" # as a killed process leaves it
 "$BIN" ablate "${K[@]}" >/dev/null 2>"$TMP/errlk2"
 check "stale lock taken over: the cell trains" 'grep -q "2 runs in the grid, 1 already finished" "$TMP/errlk2" && [ -f "$held/result.json" ] && ! grep -q "skipped" "$TMP/errlk2" && [ ! -e "$held/.lock" ]'
 

@@ -82,10 +82,9 @@ s1=$("$BIN" sample --ckpt "$TMP/lm/model.safetensors" --prompt "the " --len 30 -
 s2=$("$BIN" sample --ckpt "$TMP/lm/model.safetensors" --prompt "the " --len 30 --temperature 0 --seed 9)
 [ "$s1" = "$s2" ] && ok || bad "greedy sampling differs between seeds"
 
-# --- one writer per output directory: a live lock refuses, a stale one is taken over
+# --- one writer per output directory: a lock file left by a process that is
+# gone (no process holds its lock) is taken over; a live holder refuses
 mkdir -p "$TMP/locked"
-echo $$ >"$TMP/locked/.lock"
-expect 2 "is in use by process $$" -- "$BIN" train --task brackets --T 6 --embd 8 --steps 5 --out "$TMP/locked" --quiet
 echo 999999999 >"$TMP/locked/.lock"
 expect 0 "final: accuracy" -- "$BIN" train --task brackets --T 6 --embd 8 --steps 5 --out "$TMP/locked" --quiet
 [ ! -e "$TMP/locked/.lock" ] && ok || bad "the lock file outlived the run"
@@ -95,6 +94,8 @@ expect 0 "final: accuracy" -- "$BIN" train --task brackets --T 6 --embd 8 --step
     >"$TMP/int.out" 2>"$TMP/int.err" &
 pid=$!
 for _ in $(seq 1 50); do grep -q '"event":"train"' "$TMP/int/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+[ "$(cat "$TMP/int/.lock")" = $pid ] && ok || bad "the lock file does not name the training's process $pid"
+expect 2 "is in use by process $pid" -- "$BIN" train --task brackets --T 8 --embd 16 --steps 5 --out "$TMP/int" --quiet
 kill -INT $pid
 wait $pid
 rc=$?

@@ -733,8 +733,8 @@ int cmd_ablate(int argc, char **argv)
             /* The cell's lock (the one `train` takes) is held while this
              * process decides and trains: two ablate processes on one grid
              * share its cells instead of training one twice. */
-            char lock[4096 + 8];
-            int lk = take_lock(rundir, lock, sizeof lock, err);
+            dir_lock lock;
+            int lk = take_lock(rundir, &lock, err);
             if (lk == 2) {
                 fprintf(stderr, "%s is being trained by another process: skipped\n", name);
                 continue;
@@ -745,7 +745,7 @@ int cmd_ablate(int argc, char **argv)
             }
             load_cell(&g, x); /* finished by another process meanwhile? */
             if (x->done) {
-                unlink(lock);
+                release_lock(&lock);
                 continue;
             }
             train_settings si = s;
@@ -756,10 +756,10 @@ int cmd_ablate(int argc, char **argv)
             train_outcome res;
             code = run_training_locked(c->cmd, &cfg, data, &si, rundir, data_path, 0, &res);
             if (code) {
-                unlink(lock);
+                release_lock(&lock);
                 break;
             }
-            x->done = 1, x->steps = res.steps, x->wall_s = res.train_s;
+            x->done = 1, x->steps = res.steps, x->wall_s = res.train_s_total;
             x->val_loss = res.final.loss, x->val_ppl = res.final.ppl;
             x->val_acc = res.final.accuracy, x->items = res.final.n_items;
             x->targets = res.final.n_targets;
@@ -773,7 +773,7 @@ int cmd_ablate(int argc, char **argv)
             /* result.json before the lock goes: a process that takes the
              * lock next must find the cell finished */
             int bad = save_cell(&g, x, err);
-            unlink(lock);
+            release_lock(&lock);
             refresh_cells(&g);
             if (bad || write_outputs(&g, err)) {
                 code = fail_lib(c->cmd, 0, err, 1);

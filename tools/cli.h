@@ -150,6 +150,7 @@ typedef struct {
     int has_exact;        /* a sampled model also evaluated exactly: */
     ba_eval_result exact; /* the same evaluation with exact inference */
     double train_s;       /* wall time of the optimisation steps of this call */
+    double train_s_total; /* the same over every call that trained the run */
     long steps;           /* steps the model has taken in all */
     long steps_run;       /* steps taken by this call (fewer after a resume) */
 } train_outcome;
@@ -162,12 +163,20 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  const train_settings *s, const char *outdir, const char *data_path,
                  int verbose, train_outcome *out);
 
-/* Takes DIR/.lock for this process (its process id inside), so that two
- * trainings never write one directory; lock (n bytes) receives the lock
- * file's path, to unlink when done. Returns 0; 2 if a live process holds it
- * (err names it); 1 if the lock cannot be written. A lock whose process is
- * gone is taken over. */
-int take_lock(const char *dir, char *lock, size_t n, char *err);
+/* One writer per output directory: a POSIX record lock on DIR/.lock (which
+ * holds the holder's process id, for people). The kernel drops the lock
+ * when its process ends, however it ends, so a lock left by a dead process
+ * is simply taken. take_lock returns 0 (lk holds it until release_lock);
+ * 2 if a live process holds it (err names its id); 1 if the lock file
+ * cannot be made. release_lock removes the file and drops the lock; it
+ * does nothing on a lock not held. The descriptor must stay open while the
+ * lock is held: the process must not open and close DIR/.lock elsewhere. */
+typedef struct {
+    int fd;
+    char path[4096 + 8];
+} dir_lock;
+int take_lock(const char *dir, dir_lock *lk, char *err);
+void release_lock(dir_lock *lk);
 
 /* run_training for a caller that already holds outdir's lock (take_lock):
  * ablate locks a cell before deciding to train it. */

@@ -551,12 +551,15 @@ static int rng_from_hex(const char *hex, ba_rng *r)
     return 0;
 }
 
+/* train_s: the training time of the run up to this step, over all the calls
+ * that trained it (a resumed run continues the count). */
 static int save_state(const char *dir, ba_model *m, long step, const ba_rng *data_rng,
-                      const char *train_json, char *err)
+                      const char *train_json, double train_s, char *err)
 {
-    char path[4096], stepbuf[32], rngbuf[80], srngbuf[80];
+    char path[4096], stepbuf[32], rngbuf[80], srngbuf[80], timebuf[40];
     snprintf(path, sizeof path, "%s/state.safetensors", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    snprintf(timebuf, sizeof timebuf, "%.3f", train_s);
     rng_hex(data_rng, rngbuf, sizeof rngbuf);
     rng_hex(ba_model_sampler_rng(m), srngbuf, sizeof srngbuf);
     char *cfg = ba_config_to_json(ba_model_config(m));
@@ -581,9 +584,9 @@ static int save_state(const char *dir, ba_model *m, long step, const ba_rng *dat
         {"adam_m", BA_DT_F32, 1, {P}, ba_model_adam_m(m)},
         {"adam_v", BA_DT_F32, 1, {P}, ba_model_adam_v(m)},
     };
-    const char *keys[] = {"config", "train", "step", "data_rng", "sampler_rng"};
-    const char *vals[] = {cfg, train_json, stepbuf, rngbuf, srngbuf};
-    int rc = ba_st_write(path, e, 3, keys, vals, 5, err);
+    const char *keys[] = {"config", "train", "step", "data_rng", "sampler_rng", "train_s"};
+    const char *vals[] = {cfg, train_json, stepbuf, rngbuf, srngbuf, timebuf};
+    int rc = ba_st_write(path, e, 3, keys, vals, 6, err);
     free(cfg);
     return rc;
 }
@@ -620,8 +623,11 @@ int read_resume_info(const char *dir, ba_config *cfg, train_settings *s, char **
     return rc;
 }
 
-/* Restores parameters, moments, step and batch stream from the state. */
-static int load_state(const char *dir, ba_model *m, long *step, ba_rng *data_rng, char *err)
+/* Restores parameters, moments, step and batch stream from the state, and
+ * the training time so far (*train_s; -1 in states written before it was
+ * kept). */
+static int load_state(const char *dir, ba_model *m, long *step, ba_rng *data_rng,
+                      double *train_s, char *err)
 {
     ba_st *st;
     int rc = open_state(dir, &st, err);
@@ -663,36 +669,49 @@ static int load_state(const char *dir, ba_model *m, long *step, ba_rng *data_rng
         snprintf(err, BA_ERR_LEN, "the saved state of a sampled run lacks the sampler RNG");
         rc = BA_ERR_FORMAT;
     }
+    const char *tv = ba_st_metadata(st, "train_s");
+    double secs = -1;
+    if (rc == BA_OK && tv && (secs = strtod(tv, &end), *end || !(secs >= 0) || !isfinite(secs))) {
+        snprintf(err, BA_ERR_LEN, "the saved training time '%.40s' is malformed", tv);
+        rc = BA_ERR_FORMAT;
+    }
     if (rc == BA_OK) {
         *step = stp;
+        *train_s = secs;
         ba_model_set_step_count(m, stp);
     }
     ba_st_free(st);
     return rc;
 }
 
+/* The run's training time so far: the earlier calls' plus this one's. */
+static double total_s(double prior_s, double t0) { return prior_s + (now_s() - t0); }
+
 /* A save point: the checkpoint and the resumable state of this step. The
  * metrics log is flushed first, so a resumed run finds every record up to
  * the step it continues from. */
 static int save_point(const char *dir, ba_model *m, long step, const ba_rng *data_rng,
-                      const char *train_json, FILE *log, char *err)
+                      const char *train_json, double train_s, FILE *log, char *err)
 {
     if (fflush(log) != 0 || fsync(fileno(log)) != 0) {
         snprintf(err, BA_ERR_LEN, "cannot write %.200s/metrics.jsonl: %s", dir, strerror(errno));
         return BA_ERR_IO;
     }
-    int rc = save_state(dir, m, step, data_rng, train_json, err);
+    int rc = save_state(dir, m, step, data_rng, train_json, train_s, err);
     return rc ? rc : save_ckpt(dir, m, step, train_json, err);
 }
 
 /* Keeps the metrics log's records up to step (and the config record), so a
  * resumed run does not repeat the steps its predecessor logged after its
- * last saved state. */
-static int truncate_metrics(const char *path, long step)
+ * last saved state. *logged_s receives the training time the kept records
+ * show: each call's last elapsed_s (it restarts at every resume), summed. */
+static int truncate_metrics(const char *path, long step, double *logged_s)
 {
+    *logged_s = 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
+    double seg = 0; /* elapsed_s of the current call's latest kept record */
     char *keep = NULL, *line = NULL;
     size_t klen = 0, cap = 0;
     FILE *mem = open_memstream(&keep, &klen);
@@ -701,9 +720,22 @@ static int truncate_metrics(const char *path, long step)
         if (line[len - 1] != '\n')
             break; /* a record torn by the kill */
         const char *sp = strstr(line, "\"step\":");
-        if (!sp || strtol(sp + 7, NULL, 10) <= step)
-            fputs(line, mem);
+        if (sp && strtol(sp + 7, NULL, 10) > step)
+            continue;
+        fputs(line, mem);
+        if (strstr(line, "\"event\":\"resume\"")) { /* a new call began */
+            *logged_s += seg;
+            seg = 0;
+        }
+        const char *ep = strstr(line, "\"elapsed_s\":");
+        double e = ep ? strtod(ep + 12, NULL) : -1;
+        if (e >= 0 && isfinite(e)) {
+            if (e < seg) /* a new call began (logs without resume records) */
+                *logged_s += seg;
+            seg = e;
+        }
     }
+    *logged_s += seg;
     free(line);
     fclose(f);
     if (!mem)
@@ -800,34 +832,61 @@ static void on_stop_signal(int sig)
     (void)w;
 }
 
-int take_lock(const char *dir, char *lock, size_t n, char *err)
+int take_lock(const char *dir, dir_lock *lk, char *err)
 {
-    snprintf(lock, n, "%s/.lock", dir);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0) {
-            dprintf(fd, "%ld\n", (long)getpid());
-            close(fd);
-            return 0;
-        }
-        if (errno != EEXIST)
+    lk->fd = -1;
+    snprintf(lk->path, sizeof lk->path, "%s/.lock", dir);
+    /* A few tries: the holder unlinks the file as it releases it, so the
+     * file this process opened and locked may already be gone from dir. */
+    for (int attempt = 0; attempt < 8; attempt++) {
+        int fd = open(lk->path, O_RDWR | O_CREAT, 0644);
+        if (fd < 0)
             break;
-        long pid = 0;
-        FILE *f = fopen(lock, "r");
-        if (f) {
-            if (fscanf(f, "%ld", &pid) != 1)
-                pid = 0;
-            fclose(f);
-        }
-        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
-            snprintf(err, BA_ERR_LEN,
-                     "%.100s is in use by process %ld (lock file %.100s/.lock)", dir, pid, dir);
+        struct flock fl = {0};
+        fl.l_type = F_WRLCK, fl.l_whence = SEEK_SET; /* l_len 0: the whole file */
+        if (fcntl(fd, F_SETLK, &fl) != 0) {
+            int e = errno;
+            struct flock q = {0};
+            q.l_type = F_WRLCK, q.l_whence = SEEK_SET;
+            long pid = fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK ? (long)q.l_pid : 0;
+            close(fd);
+            if (e != EACCES && e != EAGAIN) {
+                errno = e;
+                break;
+            }
+            if (pid == 0)
+                continue; /* released meanwhile: try again */
+            snprintf(err, BA_ERR_LEN, "%.100s is in use by process %ld (lock file %.100s/.lock)",
+                     dir, pid, dir);
             return 2;
         }
-        unlink(lock); /* stale: the process that wrote it is gone */
+        struct stat held, named;
+        if (fstat(fd, &held) != 0 || stat(lk->path, &named) != 0 || held.st_ino != named.st_ino ||
+            held.st_dev != named.st_dev) {
+            close(fd); /* locked a file its holder had just removed */
+            continue;
+        }
+        /* the process id, for people: the lock itself is the kernel's */
+        char pid[32];
+        int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+            close(fd);
+            break;
+        }
+        lk->fd = fd;
+        return 0;
     }
-    snprintf(err, BA_ERR_LEN, "cannot create the lock file %.200s: %s", lock, strerror(errno));
+    snprintf(err, BA_ERR_LEN, "cannot take the lock file %.200s: %s", lk->path, strerror(errno));
     return 1;
+}
+
+void release_lock(dir_lock *lk)
+{
+    if (lk->fd < 0)
+        return;
+    unlink(lk->path); /* while still held, so no one locks a file about to go */
+    close(lk->fd);
+    lk->fd = -1;
 }
 
 /* ------------------------------------------------------- training loop */
@@ -925,12 +984,13 @@ int run_training(const char *cmd, const ba_config *cfg, const ba_dataset *data,
                  const train_settings *s, const char *outdir, const char *data_path,
                  int verbose, train_outcome *out)
 {
-    char err[BA_ERR_LEN], lock[4096];
-    int st = take_lock(outdir, lock, sizeof lock, err);
+    char err[BA_ERR_LEN];
+    dir_lock lk;
+    int st = take_lock(outdir, &lk, err);
     if (st)
         return fail_lib(cmd, 0, err, st);
     st = run_training_locked(cmd, cfg, data, s, outdir, data_path, verbose, out);
-    unlink(lock);
+    release_lock(&lk);
     return st;
 }
 
@@ -956,17 +1016,21 @@ int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset 
     ba_rng_seed(ba_model_sampler_rng(m), s->seed ^ 0x5a3b1e5a3b1e0001ULL);
 
     long start_step = 0;
-    if (s->resume && (st = load_state(outdir, m, &start_step, &data_rng, err))) {
+    double prior_s = 0; /* training time of the calls before this one */
+    if (s->resume && (st = load_state(outdir, m, &start_step, &data_rng, &prior_s, err))) {
         ba_model_free(m);
         return fail_lib(cmd, st, err, input_status(st));
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", outdir);
-    if (s->resume && truncate_metrics(path, start_step)) {
+    double logged_s;
+    if (s->resume && truncate_metrics(path, start_step, &logged_s)) {
         fprintf(stderr, "%s %s: cannot rewrite %s: %s\n", prog, cmd, path, strerror(errno));
         ba_model_free(m);
         return 1;
     }
+    if (s->resume && prior_s < 0)
+        prior_s = logged_s; /* a state from before the count: the log's figure */
     FILE *log = fopen(path, s->resume ? "a" : "w");
     if (!log) {
         fprintf(stderr, "%s %s: cannot write %s: %s\n", prog, cmd, path, strerror(errno));
@@ -1097,7 +1161,7 @@ int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset 
         }
         last_step = done_steps;
         if (s->save_every > 0 && done_steps % s->save_every == 0 && done_steps < s->steps) {
-            if ((st = save_point(outdir, m, done_steps, &data_rng, train_json, log, err))) {
+            if ((st = save_point(outdir, m, done_steps, &data_rng, train_json, total_s(prior_s, t0), log, err))) {
                 fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
                 code = 1;
                 goto done;
@@ -1107,7 +1171,7 @@ int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset 
         if (stop_signal) {
             if (tty)
                 fprintf(stderr, "\n");
-            if ((st = save_point(outdir, m, done_steps, &data_rng, train_json, log, err)))
+            if ((st = save_point(outdir, m, done_steps, &data_rng, train_json, total_s(prior_s, t0), log, err)))
                 fprintf(stderr, "%s %s: interrupted at step %ld, and the checkpoint could not "
                                 "be saved: %s\n", prog, cmd, done_steps, err);
             else
@@ -1158,9 +1222,9 @@ int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset 
     fprintf(log,
             "{\"event\":\"final\",\"step\":%ld,\"val_loss\":%.6f,\"val_ppl\":%.6f,"
             "\"val_acc\":%.6f,\"items\":%d,\"targets\":%ld,\"train_s\":%.3f,"
-            "\"steps_per_s\":%.4f%s}\n",
+            "\"steps_per_s\":%.4f,\"train_s_total\":%.3f%s}\n",
             last_step, r.loss, r.ppl, r.accuracy, r.n_items, r.n_targets, train_s,
-            (last_step - start_step) / fmax(train_s, 1e-9), exact_json);
+            (last_step - start_step) / fmax(train_s, 1e-9), prior_s + train_s, exact_json);
     if (!quiet && sampled) {
         char label[128];
         snprintf(label, sizeof label, "final (%s)", sdesc);
@@ -1172,7 +1236,7 @@ int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset 
                             "limit of %d\n",
                     T, ba_engine_name(cfg->engine), ba_engine_max_spins(cfg->engine));
     }
-    if ((st = save_point(outdir, m, last_step, &data_rng, train_json, log, err))) {
+    if ((st = save_point(outdir, m, last_step, &data_rng, train_json, total_s(prior_s, t0), log, err))) {
         fprintf(stderr, "%s %s: %s\n", prog, cmd, err);
         code = 1;
         goto done;
@@ -1183,6 +1247,7 @@ int run_training_locked(const char *cmd, const ba_config *cfg, const ba_dataset 
         if (has_exact)
             out->exact = rx;
         out->train_s = train_s;
+        out->train_s_total = prior_s + train_s;
         out->steps = last_step;
         out->steps_run = last_step - start_step;
     }
