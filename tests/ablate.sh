@@ -26,6 +26,12 @@ bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/repor
 check "report generated" '[ $? = 0 ] && [ ! -s "$TMP/report.err" ]'
 check "report has the verdict row" 'grep -q "^| brackets | 6 | 8 | yes | boltzmann | 2/2 | .* |  | " "$TMP/report.md"'
 check "report has the convergence table" 'grep -q "^| 6 | 8 | yes | 4 | " "$TMP/report.md"'
+# a run copied into a second grid (as share_runs.sh does) counts once in the
+# summed training time
+cp -r "$G" "$TMP/rep/brackets-copy"
+bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report2.md" 2>/dev/null
+check "report counts shared runs once" 'grep -q "^Training time of the 4 distinct finished runs" "$TMP/report2.md"'
+rm -r "$TMP/rep/brackets-copy"
 # the couplings table of the report: the verdict per distance is read off
 # the interval over seeds (hand-made tables with known answers)
 J="$TMP/rep/charlm-T12/couplings"
