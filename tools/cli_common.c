@@ -839,7 +839,7 @@ int take_lock(const char *dir, dir_lock *lk, char *err)
     /* A few tries: the holder unlinks the file as it releases it, so the
      * file this process opened and locked may already be gone from dir. */
     for (int attempt = 0; attempt < 8; attempt++) {
-        int fd = open(lk->path, O_RDWR | O_CREAT, 0644);
+        int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
             break;
         struct flock fl = {0};
