@@ -838,6 +838,7 @@ int take_lock(const char *dir, dir_lock *lk, char *err)
     snprintf(lk->path, sizeof lk->path, "%s/.lock", dir);
     /* A few tries: the holder unlinks the file as it releases it, so the
      * file this process opened and locked may already be gone from dir. */
+    errno = 0;
     for (int attempt = 0; attempt < 8; attempt++) {
         int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
@@ -876,7 +877,9 @@ int take_lock(const char *dir, dir_lock *lk, char *err)
         lk->fd = fd;
         return 0;
     }
-    snprintf(err, BA_ERR_LEN, "cannot take the lock file %.200s: %s", lk->path, strerror(errno));
+    /* out of tries: the file kept vanishing under this process */
+    snprintf(err, BA_ERR_LEN, "cannot take the lock file %.200s: %s", lk->path,
+             errno ? strerror(errno) : "it was removed at every try");
     return 1;
 }
 
