@@ -77,7 +77,7 @@ full)
         brackets_t24
     }
     brackets_t24() {
-        # T = 24 costs about 0.8 s per boltzmann step on one thread: a
+        # T = 24 costs about 0.6 s per boltzmann step on one thread: a
         # shorter, documented budget, not a converged run.
         "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
             --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
