@@ -17,7 +17,7 @@ set title "with FFN"
 set ylabel "held-out accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [80.38:102.512]
+set yrange [76.9321:102.707]
 plot 'brackets_C4_ffn1_vs_T.dat' index 0 using ($1-0.24):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'brackets_C4_ffn1_vs_T.dat' index 1 using ($1-0.08):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'brackets_C4_ffn1_vs_T.dat' index 2 using ($1+0.08):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
@@ -26,7 +26,7 @@ set title "without FFN (attention only)"
 set ylabel "held-out accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [80.38:102.512]
+set yrange [76.9321:102.707]
 plot 'brackets_C4_ffn0_vs_T.dat' index 0 using ($1-0.24):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'brackets_C4_ffn0_vs_T.dat' index 1 using ($1-0.08):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'brackets_C4_ffn0_vs_T.dat' index 2 using ($1+0.08):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \

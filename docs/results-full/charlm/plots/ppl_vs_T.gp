@@ -10,13 +10,13 @@ set xlabel "block size T (context length)"
 set grid
 set key outside right top vertical
 set bars small
-set xtics (4, 8, 12, 16)
-set xrange [3.28:16.72]
+set xtics (4, 8, 12, 16, 20)
+set xrange [3.04:20.96]
 set title "charlm: validation perplexity vs T at C=32\nwith FFN; mean ± sd over seeds"
 set ylabel "validation perplexity"
 unset logscale y
 set ytics autofreq
-set yrange [6.74166:9.08546]
+set yrange [6.54409:9.09665]
 plot 'charlm_C32_ffn1_vs_T.dat' index 0 using ($1-0.24):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'charlm_C32_ffn1_vs_T.dat' index 1 using ($1-0.08):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'charlm_C32_ffn1_vs_T.dat' index 2 using ($1+0.08):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
