@@ -704,7 +704,8 @@ static int save_point(const char *dir, ba_model *m, long step, const ba_rng *dat
 /* Keeps the metrics log's records up to step (and the config record), so a
  * resumed run does not repeat the steps its predecessor logged after its
  * last saved state. *logged_s receives the training time the kept records
- * show: each call's last elapsed_s (it restarts at every resume), summed. */
+ * show: each call's last elapsed_s, summed (a resume record starts a call;
+ * every resumed run has written one). */
 static int truncate_metrics(const char *path, long step, double *logged_s)
 {
     *logged_s = 0;
@@ -729,11 +730,8 @@ static int truncate_metrics(const char *path, long step, double *logged_s)
         }
         const char *ep = strstr(line, "\"elapsed_s\":");
         double e = ep ? strtod(ep + 12, NULL) : -1;
-        if (e >= 0 && isfinite(e)) {
-            if (e < seg) /* a new call began (logs without resume records) */
-                *logged_s += seg;
+        if (e >= 0 && isfinite(e))
             seg = e;
-        }
     }
     *logged_s += seg;
     free(line);
