@@ -228,5 +228,25 @@ check "share_runs kept the finished destination run" \
     '[ "$(cat "$S/dst/done2/result.json")" = kept ] && [ ! -e "$S/dst/done2/model.safetensors" ]'
 check "share_runs copied an unfinished run" '[ ! -e "$S/dst/partial" ]'
 
+# the report's convergence overview, on hand-made logs with known answers:
+# brackets evaluated at steps 100 and 200 of 300 (70 % is nearest the last
+# evaluation, so the one before it is compared): +10 points, still
+# improving; charlm at 700 and 1000 of 1000: +0.2 % of perplexity, flat;
+# an unfinished run (no result.json) is left out
+R="$TMP/conv"
+run() { mkdir -p "$R/$1/runs/$2"; printf '%s\n' "${@:3}" >"$R/$1/runs/$2/metrics.jsonl"; echo '{}' >"$R/$1/runs/$2/result.json"; }
+run brackets brackets-T6-C8-ffn1-softmax-s1 '{"event":"config","config":{"steps":300}}' \
+    '{"event":"eval","step":100,"val_ppl":2,"val_acc":0.5}' '{"event":"eval","step":200,"val_ppl":2,"val_acc":0.6}'
+run charlm charlm-T4-C8-ffn1-softmax-s1 '{"event":"config","config":{"steps":1000}}' \
+    '{"event":"eval","step":700,"val_ppl":10,"val_acc":0}' '{"event":"eval","step":1000,"val_ppl":10.02,"val_acc":0}'
+run charlm charlm-T4-C8-ffn1-boltzmann-s1 '{"event":"config","config":{"steps":1000}}' \
+    '{"event":"eval","step":700,"val_ppl":10,"val_acc":0}' '{"event":"eval","step":1000,"val_ppl":5,"val_acc":0}'
+rm "$R/charlm/runs/charlm-T4-C8-ffn1-boltzmann-s1/result.json"
+bash "$(dirname "$0")/../tools/report.sh" "$R" quick "" "$BIN" >"$TMP/conv.md" 2>"$TMP/conv.err"
+check "convergence overview: brackets still improving" \
+    'grep -q "^| brackets | 1 | accuracy points | T = 6, C = 8, with FFN | +10.00 | 100 -> 200 | still improving |$" "$TMP/conv.md"'
+check "convergence overview: charlm flat, unfinished run left out" \
+    'grep -q "^| charlm | 1 | % of perplexity | T = 4, C = 8, with FFN | +0.20 | 700 -> 1000 | flat |$" "$TMP/conv.md"'
+
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

@@ -17,12 +17,13 @@ section() {
     awk -v h="## $2" '$0 == h {on = 1; next} on && /^##/ {exit} on {print}' "$1"
 }
 
-# Per (T, C, ffn) of a grid: how much the validation metric still moved late
-# in training: from the periodic evaluation nearest 70 % of the steps to the
-# last periodic one (the same items both times, from each run's
-# metrics.jsonl): charlm in % of perplexity, brackets in accuracy
-# points. Small numbers mean the curves are flat at the end.
-convergence() {
+# Per finished run of a grid, how much the validation metric still moved
+# late in training: from the periodic evaluation nearest 70 % of the steps
+# (the one before the last when that is the last) to the last periodic one,
+# the same items both times, from each run's metrics.jsonl: charlm in % of
+# perplexity, brackets in accuracy points. One line per run, sorted:
+# "T<T> C<C> ffn<f> VARIANT CHANGE FROM_STEP TO_STEP".
+conv_rows() {
     local grid=$1
     for m in "$grid"/runs/*/metrics.jsonl; do
         [ -f "$m" ] || continue
@@ -40,17 +41,22 @@ convergence() {
             /"event":"eval"/ { n++; st[n] = num("step"); ppl[n] = num("val_ppl"); acc[n] = num("val_acc") }
             END {
                 if (n < 2 || steps == "x") exit
-                # the evaluation nearest to 70 % of the steps
                 best = 1
                 for (i = 1; i <= n; i++)
                     if ((st[i] - 0.7 * steps) ^ 2 < (st[best] - 0.7 * steps) ^ 2) best = i
-                if (best == n) exit
+                if (best == n) best = n - 1
                 split(name, p, "-")
                 if (p[1] == "charlm") d = 100 * (ppl[n] / ppl[best] - 1)
                 else d = 100 * (acc[n] - acc[best])
                 printf "%s %s %s %s %.4f %d %d\n", p[2], p[3], p[4], p[5], d, st[best], st[n]
             }' "$m"
-    done | sort -k1.2,1n -k2.2b,2n -k3b,3 | awk -v task="$(basename "$grid")" '
+    done | sort -k1.2,1n -k2.2b,2n -k3b,3
+}
+
+# The convergence table of a grid: per (T, C, ffn), the mean and the largest
+# change over its runs. Small numbers mean the curves are flat at the end.
+convergence() {
+    conv_rows "$1" | awk -v task="$(basename "$1")" '
         {
             key = $1 " " $2 " " $3
             if (!(key in seen)) { seen[key] = 1; order[++k] = key }
@@ -67,6 +73,37 @@ convergence() {
                 key = order[i]; split(key, p, " ")
                 printf "| %s | %s | %s | %d | %+.2f | %+.2f | %d -> %d |\n", substr(p[1], 2), substr(p[2], 2), p[3] == "ffn1" ? "yes" : "no", n[key], s[key] / n[key], wv[key], from[key], to[key]
             }
+        }'
+}
+
+# One row per grid for the overview: the cell (T, C, ffn) whose mean late
+# change is largest in size, and a verdict: "flat" when every cell's mean
+# change is within +-LIMIT (% of perplexity or accuracy points), else
+# "still improving" (perplexity falling, accuracy rising) or "still
+# getting worse".
+CONV_LIMIT=0.5
+conv_overview_row() {
+    conv_rows "$1" | awk -v task="$(basename "$1")" -v lim="$CONV_LIMIT" '
+        {
+            key = $1 " " $2 " " $3
+            if (!(key in seen)) { seen[key] = 1; order[++k] = key }
+            n[key]++; s[key] += $5; from[key] = $6; to[key] = $7; runs++
+        }
+        END {
+            if (k == 0) exit
+            lm = task ~ /^charlm/
+            worst = order[1]
+            for (i = 1; i <= k; i++) {
+                m = s[order[i]] / n[order[i]]
+                if (m * m > (s[worst] / n[worst]) ^ 2) worst = order[i]
+            }
+            m = s[worst] / n[worst]; split(worst, p, " ")
+            if (m <= lim && m >= -lim) v = "flat"
+            else if ((lm && m < 0) || (!lm && m > 0)) v = "still improving"
+            else v = "still getting worse"
+            printf "| %s | %d | %s | T = %s, C = %s, %s FFN | %+.2f | %d -> %d | %s |\n", task, runs,
+                lm ? "% of perplexity" : "accuracy points", substr(p[1], 2), substr(p[2], 2),
+                p[3] == "ffn1" ? "with" : "without", m, from[worst], to[worst], v
         }'
 }
 
@@ -172,7 +209,7 @@ echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 read -r nruns hours <<<"$(total_time)"
 # threads per run, from the runs' own config records
 threads=$(for f in "$OUT"/*/runs/*/metrics.jsonl; do head -n 1 "$f"; done 2>/dev/null |
-    grep -o '"threads":[0-9]*' | cut -d: -f2 | sort -un | paste -sd/ -)
+    grep -o '"threads":[0-9]*' | cut -d: -f2 | sort -un | paste -sd/ -) || threads=""
 line="Training time of the $nruns distinct finished runs (a run shared between grids counted once), summed: $hours hours"
 [ -n "$threads" ] && line="$line, $threads thread(s) per run"
 if [ "$preset" = full ]; then
@@ -189,10 +226,26 @@ for d in "$OUT"/*/; do
 done
 echo
 
+echo "## Are the runs converged?"
+echo
+echo "Per grid, the cell (T, C, FFN) whose validation metric still moved most late in training: the mean change over its runs between the periodic evaluations at the steps shown (the same items both times). 'flat' means every cell of the grid moved by less than $CONV_LIMIT (% of perplexity or accuracy points), half the effect the grids are sized to resolve; otherwise the direction is named. Each grid's section has the table per cell."
+echo
+rows=$(for d in "$OUT"/*/; do
+    if [ -d "${d}runs" ]; then conv_overview_row "${d%/}"; fi
+done)
+if [ -n "$rows" ]; then
+    echo "| grid | runs | unit | cell that moved most | its mean change | steps compared | verdict |"
+    echo "|---|---|---|---|---|---|---|"
+    echo "$rows"
+else
+    echo "(no finished runs with periodic evaluations: \`--eval-every\` was not set)"
+fi
+echo
+
 if [ "$preset" = full ]; then
     echo "## Headline rows"
     echo
-    for spec in "charlm-T12|T = 12, C = ${LM_C:-32}, with FFN" "charlm-40k|T = 12, C = ${LM_C:-32}, with FFN" \
+    for spec in "charlm-T12|T = 12, C = ${LM_C:-32}, with FFN" "charlm-40k|T = 12, C = ${LM_C:-32}, with FFN" "charlm-80k|T = 12, C = ${LM_C:-32}, with FFN" \
         "brackets|T = 16, C = ${BR_C:-4}, with FFN" "brackets|T = 16, C = ${BR_C:-4}, without FFN" \
         "brackets|T = 20, C = ${BR_C:-4}, with FFN" "brackets|T = 20, C = ${BR_C:-4}, without FFN" \
         "charlm|T = 20, C = ${LM_C:-32}, with FFN" \
@@ -215,6 +268,23 @@ if [ "$preset" = full ]; then
         [ -f "$OUT/$grid/effects.csv" ] && verdicts "$OUT/$grid/effects.csv"
     done
     echo
+    budget=()
+    for grid in charlm-T12 charlm-40k charlm-80k; do
+        [ -f "$OUT/$grid/effects.csv" ] && budget+=("$grid")
+    done
+    if [ "${#budget[@]}" -gt 1 ]; then
+        echo "### The headline row as the training budget grows"
+        echo
+        echo "charlm at T = 12 with the same settings and seeds but more steps (the cosine schedule stretched over them). Perplexity still falls with more steps (see the convergence overview); this shows whether the effect moves with it."
+        echo
+        echo "| steps | task | T | C | FFN | variant | pairs/seeds | effect [95 % CI] | paper | verdict |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
+        for grid in "${budget[@]}"; do
+            steps=$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next} {print $col["steps"]; exit}' "$OUT/$grid/results.csv")
+            verdicts "$OUT/$grid/effects.csv" | sed "s/^| /| $steps | /"
+        done
+        echo
+    fi
     if [ -f "$OUT/brackets-width/effects.csv" ] || [ -f "$OUT/charlm-width/effects.csv" ]; then
         echo "### Against the paper across widths (T = 16)"
         echo

@@ -25,8 +25,9 @@ SHARE="$(dirname "$0")/share_runs.sh"
 [ -n "${SUMMARY_ONLY:-}" ] && ONLY=(--summary-only)
 
 # Settings shared by every variant of a comparison (the same seeds, data
-# order and hyperparameters); chosen so the validation curves are flat by the
-# last steps (see docs/results.md).
+# order and hyperparameters) and a fixed budget of steps; the report
+# measures how much the validation curves still move at the end (its
+# convergence overview in docs/results.md).
 case "$preset" in
 quick)
     # about 10 minutes on 2 cores: the direction of each effect
@@ -37,8 +38,9 @@ quick)
     ;;
 full)
     # Hours (many, on 2 cores): the width sweep at T = 16, then T at the
-    # headline widths. Steps chosen so validation curves are flat by the end
-    # (docs/results.md shows the curves). The charlm headline row runs first
+    # headline widths. Brackets curves are nearly flat by the end; charlm
+    # perplexity still falls, so the headline row is rerun at 2x and 4x the
+    # steps (docs/results.md shows both). The charlm headline row runs first
     # so an interrupted grid has it; every grid resumes where it stopped.
     BR=(--steps 16000 --batch 32 --lr 3e-3 --seeds 5 --eval-every 2000 --eval-items 2000 --log-every 200)
     LM=(--steps 20000 --batch 32 --lr 3e-3 --seeds 5 --eval-every 2000 --eval-items 512 --log-every 200)
@@ -60,10 +62,15 @@ full)
         # first 5.
         "$BIN" ablate --task charlm --T 12 --embd "$LM_C" "${LM[@]}" --seeds 10 --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-T12"
         # Convergence check of the headline row: the same runs with twice
-        # the steps (2 seeds, softmax and boltzmann).
+        # the steps (5 seeds, softmax and boltzmann).
         "$BIN" ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 40000 --batch 32 \
-            --lr 3e-3 --seeds 2 --eval-every 4000 --eval-items 512 --log-every 400 --data "$DATA" \
+            --lr 3e-3 --seeds 5 --eval-every 4000 --eval-items 512 --log-every 400 --data "$DATA" \
             "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-40k"
+        # and with four times the steps (5 seeds): is the effect stable as
+        # the budget grows, while perplexity still falls?
+        "$BIN" ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 80000 --batch 32 \
+            --lr 3e-3 --seeds 5 --eval-every 8000 --eval-items 512 --log-every 800 --data "$DATA" \
+            "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-80k"
         "$BIN" ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-width"
         # Cells shared with the width sweep or the headline (same settings)
         # are copied, not rerun.
@@ -78,9 +85,9 @@ full)
     }
     brackets_t24() {
         # T = 24 costs about 0.6 s per boltzmann step on one thread: a
-        # shorter, documented budget, not a converged run.
+        # shorter, documented budget (2,000 steps), not a converged run.
         "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
-            --seeds 3 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
+            --seeds 5 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
     }
     brackets_chain() {
         "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
@@ -130,14 +137,15 @@ for d in "$OUT"/*/; do
 done
 # Couplings of each grid's boltzmann cell with the largest T (with FFN when
 # both exist, at the headline width when the grid sweeps widths), over all
-# its seeds: J by distance with its spread over seeds. Checkpoints are not
-# kept in git, so a clone keeps the committed tables.
+# its finished seeds (an unfinished run's save point is not its result): J by
+# distance with its spread over seeds. Checkpoints are not kept in git, so a
+# clone keeps the committed tables.
 for d in "$OUT"/*/; do
     [ -d "${d}runs" ] || continue
     # run names: TASK-T<T>-C<C>-ffn<0|1>-VARIANT-s<seed>, and a sampled run
     # adds -SAMPLER-S<shots> (exact runs only here)
     cell=$(cd "${d}runs" && for r in *-boltzmann-s*; do
-               [ -f "$r/model.safetensors" ] && echo "$r"
+               [ -f "$r/model.safetensors" ] && [ -f "$r/result.json" ] && echo "$r"
            done | awk -F- -v lm="${LM_C:-32}" -v br="${BR_C:-4}" '
                NF == 6 { T = substr($2, 2) + 0; C = substr($3, 2) + 0; f = substr($4, 4) + 0
                  head = ($1 == "charlm" ? lm : br) == C
@@ -146,7 +154,8 @@ for d in "$OUT"/*/; do
     [ -n "$cell" ] || continue
     ck=()
     for r in "${d}runs/$cell"-s*; do
-        [[ $r =~ -s[0-9]+$ ]] && [ -f "$r/model.safetensors" ] && ck+=(--ckpt "$r/model.safetensors")
+        [[ $r =~ -s[0-9]+$ ]] && [ -f "$r/model.safetensors" ] && [ -f "$r/result.json" ] &&
+            ck+=(--ckpt "$r/model.safetensors")
     done
     rm -rf "${d}couplings"
     "$BIN" couplings "${ck[@]}" --out "${d}couplings" >/dev/null || true
