@@ -30,7 +30,8 @@ SHARE="$(dirname "$0")/share_runs.sh"
 # convergence overview in docs/results.md).
 case "$preset" in
 quick)
-    # about 10 minutes on 2 cores: the direction of each effect
+    # 7 minutes on 2 idle cores from a fresh clone, build included: the
+    # direction of each effect
     BR=(--steps 2000 --batch 32 --lr 3e-3 --seeds 3)
     LM=(--steps 3000 --batch 32 --lr 3e-3 --seeds 3 --eval-items 256)
     "$BIN" ablate --task brackets --T 8,12,16 --embd 8 --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets"

@@ -15,7 +15,7 @@ set title "validation metric during training\ncharlm, T=12, C=32; mean ± sd ove
 set ylabel "validation perplexity"
 set logscale y
 set ytics autofreq
-set yrange [6.76976:8.29285]
+set yrange [6.79342:8.24818]
 set ytics (7)
 plot 'curves_charlm_T12_C32_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T12_C32_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced
