@@ -53,10 +53,11 @@ conv_rows() {
     done | sort -k1.2,1n -k2.2b,2n -k3b,3
 }
 
-# The convergence table of a grid: per (T, C, ffn), the mean and the largest
-# change over its runs. Small numbers mean the curves are flat at the end.
-convergence() {
-    conv_rows "$1" | awk -v task="$(basename "$1")" '
+# Per (T, C, ffn) cell of a grid, in order: "T<T> C<C> ffn<f> RUNS MEAN
+# LARGEST FROM TO", the mean and the largest (in size) late change over its
+# runs.
+conv_cells() {
+    conv_rows "$1" | awk '
         {
             key = $1 " " $2 " " $3
             if (!(key in seen)) { seen[key] = 1; order[++k] = key }
@@ -65,45 +66,45 @@ convergence() {
             from[key] = $6; to[key] = $7
         }
         END {
-            if (k == 0) { print "(no finished runs with learning curves)"; exit }
-            unit = task ~ /^charlm/ ? "% of perplexity" : "accuracy points"
-            printf "| T | C | FFN | runs | mean change (%s) | largest change | steps compared |\n", unit
-            print "|---|---|---|---|---|---|---|"
             for (i = 1; i <= k; i++) {
-                key = order[i]; split(key, p, " ")
-                printf "| %s | %s | %s | %d | %+.2f | %+.2f | %d -> %d |\n", substr(p[1], 2), substr(p[2], 2), p[3] == "ffn1" ? "yes" : "no", n[key], s[key] / n[key], wv[key], from[key], to[key]
+                key = order[i]
+                printf "%s %d %.17g %.17g %d %d\n", key, n[key], s[key] / n[key], wv[key], from[key], to[key]
             }
         }'
 }
 
-# One row per grid for the overview: the cell (T, C, ffn) whose mean late
-# change is largest in size, and a verdict: "flat" when every cell's mean
-# change is within +-LIMIT (% of perplexity or accuracy points), else
-# "still improving" (perplexity falling, accuracy rising) or "still
-# getting worse".
+# The convergence table of a grid: per cell, the mean and the largest change
+# over its runs. Small numbers mean the curves are flat at the end.
+convergence() {
+    conv_cells "$1" | awk -v task="$(basename "$1")" '
+        NR == 1 {
+            unit = task ~ /^charlm/ ? "% of perplexity" : "accuracy points"
+            printf "| T | C | FFN | runs | mean change (%s) | largest change | steps compared |\n", unit
+            print "|---|---|---|---|---|---|---|"
+        }
+        {
+            printf "| %s | %s | %s | %d | %+.2f | %+.2f | %d -> %d |\n", substr($1, 2), substr($2, 2), $3 == "ffn1" ? "yes" : "no", $4, $5, $6, $7, $8
+        }
+        END { if (NR == 0) print "(no finished runs with learning curves)" }'
+}
+
+# One row per grid for the overview: the cell whose mean late change is
+# largest in size, and a verdict: "flat" when every cell's mean change is
+# within +-LIMIT (% of perplexity or accuracy points), else "still
+# improving" (perplexity falling, accuracy rising) or "still getting worse".
 CONV_LIMIT=0.5
 conv_overview_row() {
-    conv_rows "$1" | awk -v task="$(basename "$1")" -v lim="$CONV_LIMIT" '
-        {
-            key = $1 " " $2 " " $3
-            if (!(key in seen)) { seen[key] = 1; order[++k] = key }
-            n[key]++; s[key] += $5; from[key] = $6; to[key] = $7; runs++
-        }
+    conv_cells "$1" | awk -v task="$(basename "$1")" -v lim="$CONV_LIMIT" '
+        { runs += $4; if (NR == 1 || $5 * $5 > m * m) { m = $5; T = $1; C = $2; f = $3; from = $7; to = $8 } }
         END {
-            if (k == 0) exit
+            if (NR == 0) exit
             lm = task ~ /^charlm/
-            worst = order[1]
-            for (i = 1; i <= k; i++) {
-                m = s[order[i]] / n[order[i]]
-                if (m * m > (s[worst] / n[worst]) ^ 2) worst = order[i]
-            }
-            m = s[worst] / n[worst]; split(worst, p, " ")
             if (m <= lim && m >= -lim) v = "flat"
             else if ((lm && m < 0) || (!lm && m > 0)) v = "still improving"
             else v = "still getting worse"
             printf "| %s | %d | %s | T = %s, C = %s, %s FFN | %+.2f | %d -> %d | %s |\n", task, runs,
-                lm ? "% of perplexity" : "accuracy points", substr(p[1], 2), substr(p[2], 2),
-                p[3] == "ffn1" ? "with" : "without", m, from[worst], to[worst], v
+                lm ? "% of perplexity" : "accuracy points", substr(T, 2), substr(C, 2),
+                f == "ffn1" ? "with" : "without", m, from, to, v
         }'
 }
 
