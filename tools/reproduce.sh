@@ -141,12 +141,14 @@ done
 # its finished seeds (an unfinished run's save point is not its result): J by
 # distance with its spread over seeds. Checkpoints are not kept in git, so a
 # clone keeps the committed tables.
+# a finished run with its checkpoint
+finished_ckpt() { [ -f "$1/model.safetensors" ] && [ -f "$1/result.json" ]; }
 for d in "$OUT"/*/; do
     [ -d "${d}runs" ] || continue
     # run names: TASK-T<T>-C<C>-ffn<0|1>-VARIANT-s<seed>, and a sampled run
     # adds -SAMPLER-S<shots> (exact runs only here)
     cell=$(cd "${d}runs" && for r in *-boltzmann-s*; do
-               [ -f "$r/model.safetensors" ] && [ -f "$r/result.json" ] && echo "$r"
+               finished_ckpt "$r" && echo "$r"
            done | awk -F- -v lm="${LM_C:-32}" -v br="${BR_C:-4}" '
                NF == 6 { T = substr($2, 2) + 0; C = substr($3, 2) + 0; f = substr($4, 4) + 0
                  head = ($1 == "charlm" ? lm : br) == C
@@ -155,8 +157,7 @@ for d in "$OUT"/*/; do
     [ -n "$cell" ] || continue
     ck=()
     for r in "${d}runs/$cell"-s*; do
-        [[ $r =~ -s[0-9]+$ ]] && [ -f "$r/model.safetensors" ] && [ -f "$r/result.json" ] &&
-            ck+=(--ckpt "$r/model.safetensors")
+        [[ $r =~ -s[0-9]+$ ]] && finished_ckpt "$r" && ck+=(--ckpt "$r/model.safetensors")
     done
     rm -rf "${d}couplings"
     "$BIN" couplings "${ck[@]}" --out "${d}couplings" >/dev/null || true
