@@ -19,8 +19,8 @@ help:
 	@echo "make run    install build deps (root), build, run a one-minute brackets demo"
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
-	@echo "make reproduce PRESET=quick|full   the paper's comparisons (results/PRESET/report.md)"
-	@echo "make results-doc   regenerate docs/results.md from docs/results-full (no training)"
+	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR)"
+	@echo "make results-doc   regenerate docs/results.md from results/full (no training)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
@@ -79,21 +79,23 @@ data/tinyshakespeare.txt:
 	@echo "$(DATA_SHA)  $@.part" | sha256sum -c - || { echo "checksum mismatch: $@.part removed"; rm -f $@.part; exit 1; }
 	mv $@.part $@
 
-# The paper's comparisons: PRESET=quick (about 15 minutes) or full (hours).
+# The paper's comparisons: PRESET=quick (minutes), full (hours) or samplers,
+# into out/PRESET (OUT=DIR to choose; results/PRESET holds the committed runs).
 reproduce: build
-	bash tools/reproduce.sh $(PRESET) $(BIN)
+	bash lab/reproduce.sh $(PRESET) $(BIN)
 
 # The "Training with sampled statistics" section of docs/samplers.md from
-# the committed samplers grid (docs/samplers-runs); nothing is trained.
+# the committed samplers grid (results/samplers); nothing is trained.
 samplers-doc: build
-	SUMMARY_ONLY=1 OUT=docs/samplers-runs bash tools/reproduce.sh samplers $(BIN)
-	bash tools/samplers_report.sh docs/samplers-runs docs/samplers.md
+	SUMMARY_ONLY=1 OUT=results/samplers bash lab/reproduce.sh samplers $(BIN)
+	$(BIN) report results/samplers --samplers-doc docs/samplers.md
 
-# docs/results.md from the committed full grid (docs/results-full): summaries,
-# plots and the report are regenerated; nothing is trained.
+# docs/results.md from the committed full grid (results/full): summaries,
+# plots, couplings and the report are regenerated; nothing is trained.
 results-doc: build
-	SUMMARY_ONLY=1 OUT=docs/results-full bash tools/reproduce.sh full $(BIN)
-	bash tools/report.sh docs/results-full full results-full/ $(BIN) > docs/results.md
+	SUMMARY_ONLY=1 OUT=results/full bash lab/reproduce.sh full $(BIN)
+	$(BIN) report results/full --preset full --link-prefix ../results/full/ > docs/results.md.tmp
+	mv docs/results.md.tmp docs/results.md
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -25,53 +25,90 @@
  * Exit status: 0 ok, 1 library error, 2 bad arguments. */
 #include "boltzattn.h"
 #include "internal.h"
+#include "opts.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 int openblas_get_num_threads(void);
 char *openblas_get_corename(void);
 
-#define MAX_TS 64
-#define BENCH_NAME "bench_engine"
-#include "bench_common.h"
+const char *prog = "bench_engine";
 
-static const char *usage_text =
-    "usage: bench_engine [--T LIST] [--B N] [--d N] [--reps N] [--ref-max N]\n"
+#define MAX_TS 64
+
+static opt engine_opts[] = {
+    {"T", "LIST", "8,12,16,20,24", "comma-separated block sizes, 1..26", 0, 0},
+    {"B", "N", "64", "batch size = queries per system size", 0, 0},
+    {"d", "N", "64", "head dimension; C = d, one head", 0, 0},
+    {"reps", "N", "1000", "most timed repetitions per engine and T (see above)", 0, 0},
+    {"ref-max", "N", "20", "run the reference engine only for T <= N (at most 20); 0 skips it",
+     0, 0},
+    {"min-time", "S", "1", "seconds of repetitions per measurement", 0, 0},
+    {"gemm", "N", "2048", "size of the square dgemm baseline", 0, 0},
+    {"seed", "N", "1", "seed of the random inputs", 0, 0},
+    {"j-std", "S", "0.3", "standard deviation of the couplings J", 0, 0},
+    {"no-ctx", NULL, NULL,
+     "stateless engine calls (no context kept: the backward rebuilds the forward's state)", 0,
+     0},
+    {"csv", "PATH", NULL, "also write the results as CSV", 0, 0},
+    {"quick", NULL, NULL, "smoke test: T = 8,12, 1 rep, 1024 dgemm (unless given explicitly)", 0,
+     0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command engine_cmd = {
+    NULL,
+    "[--T LIST] [--B N] [--d N] [--reps N] [--ref-max N]\n"
     "                    [--min-time S] [--gemm N] [--seed N] [--j-std S] [--csv PATH]\n"
-    "                    [--no-ctx] [--quick]\n"
-    "\n"
+    "                    [--no-ctx] [--quick]\n\n"
     "Times forward+backward of the boltzmann attention core (one head, C = d)\n"
-    "for the reference and the fast engine on the same random inputs.\n"
-    "\n"
-    "  --T LIST      comma-separated block sizes (default 8,12,16,20,24)\n"
-    "  --B N         batch size = queries per system size (default 64)\n"
-    "  --d N         head dimension; C = d, one head (default 64)\n"
-    "  --reps N      most timed repetitions per engine and T (default 1000):\n"
-    "                after a warm-up run, repeats until --min-time has passed\n"
-    "                or N is reached; a first run that alone takes --min-time\n"
-    "                and 5 s (the reference at large T) is the only one\n"
-    "  --ref-max N   run the reference engine only for T <= N (default 20,\n"
-    "                at most 20); 0 skips it\n"
-    "  --min-time S  seconds of repetitions per measurement (default 1)\n"
-    "  --gemm N      size of the square dgemm baseline (default 2048)\n"
-    "  --seed N      seed of the random inputs (default 1)\n"
-    "  --j-std S     standard deviation of the couplings J (default 0.3)\n"
-    "  --no-ctx      stateless engine calls (no engine context kept between\n"
-    "                calls, so the backward rebuilds the forward's state)\n"
-    "  --csv PATH    also write the results as CSV\n"
-    "  --quick       smoke test: T = 8,12, 1 rep, 1024 dgemm\n"
-    "Threads: OMP_NUM_THREADS.\n";
+    "for the reference and the fast engine on the same random inputs. After a\n"
+    "warm-up run, each engine and T repeats until --min-time has passed or --reps\n"
+    "runs are done; a first run that alone takes --min-time and 5 s (the reference\n"
+    "at large T) is the only one. Threads: OMP_NUM_THREADS.",
+    engine_opts};
+
+typedef struct {
+    int Ts[MAX_TS], nT;
+    int B, d, reps, ref_max, gemm_n, use_ctx;
+    long seed;
+    double min_time, j_std;
+    const char *csv_path;
+} bench_args;
+
+/* The options into a; 0, -1 after --help, or an exit code after printing
+ * the problem. */
+static int read_args(int argc, char **argv, bench_args *a)
+{
+    const command *c = &engine_cmd;
+    int rc = parse_args(c, argc - 1, argv + 1, NULL, 0, NULL);
+    if (rc)
+        return rc;
+    if ((rc = get_int_list(c, "T", 1, BA_FAST_MAX_SPINS, a->Ts, MAX_TS, &a->nT)) ||
+        (rc = get_int(c, "B", 1, 1 << 20, &a->B)) || (rc = get_int(c, "d", 1, 1 << 16, &a->d)) ||
+        (rc = get_int(c, "reps", 1, INT_MAX, &a->reps)) ||
+        (rc = get_int(c, "ref-max", 0, BA_REFERENCE_MAX_SPINS, &a->ref_max)) ||
+        (rc = get_double(c, "min-time", 0.0, 3600.0, &a->min_time)) ||
+        (rc = get_int(c, "gemm", 1, 16384, &a->gemm_n)) ||
+        (rc = get_long(c, "seed", 0, LONG_MAX, &a->seed)) ||
+        (rc = get_double(c, "j-std", 0.0, 100.0, &a->j_std)))
+        return rc;
+    a->use_ctx = !is_set(c, "no-ctx");
+    a->csv_path = get_str(c, "csv");
+    if (is_set(c, "quick")) {
+        if (!is_set(c, "T"))
+            a->Ts[0] = 8, a->Ts[1] = 12, a->nT = 2;
+        if (!is_set(c, "reps"))
+            a->reps = 1;
+        if (!is_set(c, "gemm"))
+            a->gemm_n = 1024;
+    }
+    return 0;
+}
 
 /* Best-of-3 GFLOP/s of an n x n x n dgemm. */
 static int gemm_gflops(int n, double *gflops)
@@ -316,221 +353,168 @@ static int engine_agreement(const problem *p, uint64_t seed, double *out, char *
     return rc;
 }
 
-int main(int argc, char **argv)
+static void print_header(const bench_args *a)
 {
-    int Ts[MAX_TS] = {8, 12, 16, 20, 24}, nT = 5;
-    long B = 64, d = 64, reps = 1000, ref_max = 20, gemm_n = 2048, seed = 1;
-    double min_time = 1.0, j_std = 0.3;
-    const char *csv_path = NULL;
-    int quick = 0, T_set = 0, reps_set = 0, gemm_set = 0, use_ctx = 1;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--quick")) {
-            quick = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-ctx")) {
-            use_ctx = 0;
-            continue;
-        }
-        static const char *with_value[] = {"--T",    "--B",    "--d",    "--reps", "--ref-max",
-                                           "--min-time", "--gemm", "--seed", "--j-std", "--csv"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
-            known |= !strcmp(a, with_value[k]);
-        if (!known)
-            return usage_error("unknown option '%s'", a);
-        if (i + 1 >= argc)
-            return usage_error("option %s needs a value", a);
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(a, "--T")) {
-            bad = parse_list(v, 1, BA_FAST_MAX_SPINS, Ts, &nT);
-            T_set = 1;
-        } else if (!strcmp(a, "--B")) {
-            bad = parse_int(v, 1, 1 << 20, &B);
-        } else if (!strcmp(a, "--d")) {
-            bad = parse_int(v, 1, 1 << 16, &d);
-        } else if (!strcmp(a, "--reps")) {
-            bad = parse_int(v, 1, INT_MAX, &reps);
-            reps_set = 1;
-        } else if (!strcmp(a, "--ref-max")) {
-            bad = parse_int(v, 0, BA_REFERENCE_MAX_SPINS, &ref_max);
-        } else if (!strcmp(a, "--min-time")) {
-            char *end;
-            errno = 0;
-            min_time = strtod(v, &end);
-            bad = errno || end == v || *end || !(min_time >= 0.0 && min_time <= 3600.0);
-        } else if (!strcmp(a, "--j-std")) {
-            char *end;
-            errno = 0;
-            j_std = strtod(v, &end);
-            bad = errno || end == v || *end || !(j_std >= 0.0 && j_std <= 100.0);
-        } else if (!strcmp(a, "--gemm")) {
-            bad = parse_int(v, 1, 16384, &gemm_n);
-            gemm_set = 1;
-        } else if (!strcmp(a, "--seed")) {
-            bad = parse_int(v, 0, LONG_MAX, &seed);
-        } else if (!strcmp(a, "--csv")) {
-            csv_path = v;
-        }
-        if (bad)
-            return usage_error("bad value '%s' for %s", v, a);
-    }
-    if (quick) {
-        if (!T_set)
-            Ts[0] = 8, Ts[1] = 12, nT = 2;
-        if (!reps_set)
-            reps = 1;
-        if (!gemm_set)
-            gemm_n = 1024;
-    }
-
-    FILE *csv = NULL;
-    if (csv_path) {
-        csv = fopen(csv_path, "w");
-        if (!csv) {
-            fprintf(stderr, "bench_engine: cannot open '%s' for writing: %s\n", csv_path,
-                    strerror(errno));
-            return EXIT_USAGE;
-        }
-        fprintf(csv, "T,B,d,threads,ref_s,ref_best_s,ref_reps,fast_s,fast_best_s,fast_reps,"
-                     "ref_over_fast,fast_gflop,fast_gflops,dgemm_gflops,efficiency,"
-                     "err_fwd,err_bwd,err_engine\n");
-    }
-
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
     const char *env_thr = getenv("OMP_NUM_THREADS");
     printf("bench_engine: boltzmann attention core, forward+backward (ba_attention_forward + "
            "ba_attention_backward)\n");
     printf("cpu: %s | OpenMP threads: %d (OMP_NUM_THREADS=%s) | OpenBLAS: %d threads, %s\n", cpu,
-           omp_threads(), env_thr ? env_thr : "unset", openblas_get_num_threads(),
+           threads_in_use(), env_thr ? env_thr : "unset", openblas_get_num_threads(),
            openblas_get_corename());
-    printf("B = %ld queries per system size, d = C = %ld, H = 1, seed %ld; "
+    printf("B = %d queries per system size, d = C = %d, H = 1, seed %ld; "
            "qkv ~ 0.5 N(0,1), J ~ %g N(0,1) on j<k, dout ~ N(0,1)\n",
-           B, d, seed, j_std);
-    printf("timing: warm-up run, then repeats until %.2g s or %ld reps (mean reported); a first "
-           "run\n        over max(%.2g, %.0f) s is the only one; reference only for T <= %ld;\n"
+           a->B, a->d, a->seed, a->j_std);
+    printf("timing: warm-up run, then repeats until %.2g s or %d reps (mean reported); a first "
+           "run\n        over max(%.2g, %.0f) s is the only one; reference only for T <= %d;\n"
            "        %s\n",
-           min_time, reps, min_time, SINGLE_RUN_S, ref_max,
-           use_ctx ? "one engine context per engine, kept across the reps of a T (as in the model)"
-                   : "stateless engine calls (--no-ctx)");
+           a->min_time, a->reps, a->min_time, SINGLE_RUN_S, a->ref_max,
+           a->use_ctx ? "one engine context per engine, kept across the reps of a T (as in the "
+                        "model)"
+                      : "stateless engine calls (--no-ctx)");
     printf("GFLOP = fast engine's dense products per fwd+bwd, summed over n = 1..T with "
            "Q = B, b = n - n/2:\n"
            "        forward 4*Q*2^n (R, L), backward 8*Q*2^n + 2*b*2^n (R2, L2, M, (M o K') "
            "S_B);\n"
            "        non-GEMM work%s is not counted\n",
-           use_ctx ? "" : " and the stateless backward's rebuilt R, L");
+           a->use_ctx ? "" : " and the stateless backward's rebuilt R, L");
     fflush(stdout);
+}
 
+/* The measurements of one T; the ref and err fields are NAN (ref_reps 0)
+ * when the reference engine did not run. */
+typedef struct {
+    int T, have_ref, ref_reps, fast_reps;
+    double ref_mean, ref_best, fast_mean, fast_best;
+    double err_fwd, err_bwd, err_eng;
+} row;
+
+/* Times both engines at p's T and, with the reference, compares them. */
+static int measure(problem *p, const bench_args *a, row *r, char *err)
+{
+    r->ref_mean = r->ref_best = r->err_fwd = r->err_bwd = r->err_eng = NAN;
+    r->ref_reps = 0;
+    int rc = BA_OK;
+    if (r->have_ref) {
+        rc = time_engine(p, BA_ENGINE_REFERENCE, a->reps, a->min_time, &r->ref_mean,
+                         &r->ref_best, &r->ref_reps, err);
+        if (rc)
+            return rc;
+        memcpy(p->r_out, p->out, sizeof(ba_real) * p->n_out);
+        memcpy(p->r_dqkv, p->dqkv, sizeof(ba_real) * p->n_qkv);
+        memcpy(p->r_dJ, p->dJ, sizeof(ba_real) * p->n_J);
+    }
+    rc = time_engine(p, BA_ENGINE_FAST, a->reps, a->min_time, &r->fast_mean, &r->fast_best,
+                     &r->fast_reps, err);
+    if (rc || !r->have_ref)
+        return rc;
+    if ((rc = engine_agreement(p, (uint64_t)a->seed, &r->err_eng, err)))
+        return rc;
+    r->err_fwd = rel_diff(p->out, p->r_out, p->n_out);
+    double e1 = rel_diff(p->dqkv, p->r_dqkv, p->n_qkv), e2 = rel_diff(p->dJ, p->r_dJ, p->n_J);
+    r->err_bwd = e1 > e2 ? e1 : e2;
+    return BA_OK;
+}
+
+/* The row on stdout and, when csv is not NULL, in the CSV file. */
+static void print_row(const row *r, const bench_args *a, double gemm_gf, FILE *csv)
+{
+    double gflop = fast_flops(a->B, r->T) * 1e-9, gfs = gflop / r->fast_mean;
+    char rms[32] = "-", rrep[16] = "-", ratio[32] = "-", sef[32] = "-", seb[32] = "-",
+         see[32] = "-";
+    if (r->have_ref) {
+        snprintf(rms, sizeof rms, "%.3f", r->ref_mean * 1e3);
+        snprintf(rrep, sizeof rrep, "%d", r->ref_reps);
+        snprintf(ratio, sizeof ratio, "%.1f", r->ref_mean / r->fast_mean);
+        snprintf(sef, sizeof sef, "%.2e", r->err_fwd);
+        snprintf(seb, sizeof seb, "%.2e", r->err_bwd);
+        snprintf(see, sizeof see, "%.2e", r->err_eng);
+    }
+    printf("%3d  %12s %5s  %12.3f %5d  %9s  %8.4f  %8.2f  %7.3f  %9s  %9s  %9s\n", r->T, rms,
+           rrep, r->fast_mean * 1e3, r->fast_reps, ratio, gflop, gfs, gfs / gemm_gf, sef, seb,
+           see);
+    fflush(stdout);
+    if (!csv)
+        return;
+    fprintf(csv, "%d,%d,%d,%d,", r->T, a->B, a->d, threads_in_use());
+    if (r->have_ref)
+        fprintf(csv, "%.6g,%.6g,%d,", r->ref_mean, r->ref_best, r->ref_reps);
+    else
+        fprintf(csv, ",,,");
+    fprintf(csv, "%.6g,%.6g,%d,", r->fast_mean, r->fast_best, r->fast_reps);
+    if (r->have_ref)
+        fprintf(csv, "%.6g,", r->ref_mean / r->fast_mean);
+    else
+        fprintf(csv, ",");
+    fprintf(csv, "%.6g,%.6g,%.6g,%.6g,", gflop, gfs, gemm_gf, gfs / gemm_gf);
+    if (r->have_ref)
+        fprintf(csv, "%.3g,%.3g,%.3g\n", r->err_fwd, r->err_bwd, r->err_eng);
+    else
+        fprintf(csv, ",,\n");
+    fflush(csv);
+}
+
+/* One T measured and printed. 0, or 1 after printing the problem. */
+static int bench_T(int T, const bench_args *a, double gemm_gf, FILE *csv)
+{
+    problem p;
+    if (problem_init(&p, a->B, T, a->d, (uint64_t)a->seed, a->j_std, a->use_ctx)) {
+        fprintf(stderr, "%s: out of memory for T = %d\n", prog, T);
+        return 1;
+    }
+    char err[BA_ERR_LEN];
+    row r = {.T = T, .have_ref = T <= a->ref_max};
+    int rc = measure(&p, a, &r, err);
+    problem_free(&p);
+    if (rc) {
+        fprintf(stderr, "%s: T = %d: %s (%s)\n", prog, T, err, ba_status_str(rc));
+        return 1;
+    }
+    print_row(&r, a, gemm_gf, csv);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a;
+    int rc = read_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    FILE *csv = NULL;
+    if (a.csv_path) {
+        csv = open_csv(a.csv_path,
+                       "T,B,d,threads,ref_s,ref_best_s,ref_reps,fast_s,fast_best_s,fast_reps,"
+                       "ref_over_fast,fast_gflop,fast_gflops,dgemm_gflops,efficiency,"
+                       "err_fwd,err_bwd,err_engine\n");
+        if (!csv)
+            return EXIT_USAGE;
+    }
+    print_header(&a);
     double gemm_gf;
-    if (gemm_gflops((int)gemm_n, &gemm_gf)) {
-        fprintf(stderr, "bench_engine: cannot allocate the %ld x %ld dgemm\n", gemm_n, gemm_n);
+    if (gemm_gflops(a.gemm_n, &gemm_gf)) {
+        fprintf(stderr, "%s: cannot allocate the %d x %d dgemm\n", prog, a.gemm_n, a.gemm_n);
         if (csv)
             fclose(csv);
         return 1;
     }
-    printf("dgemm %ld x %ld x %ld (best of 3): %.1f GFLOP/s\n\n", gemm_n, gemm_n, gemm_n,
+    printf("dgemm %d x %d x %d (best of 3): %.1f GFLOP/s\n\n", a.gemm_n, a.gemm_n, a.gemm_n,
            gemm_gf);
     printf("%3s  %12s %5s  %12s %5s  %9s  %8s  %8s  %7s  %9s  %9s  %9s\n", "T", "ref ms",
            "reps", "fast ms", "reps", "ref/fast", "GFLOP", "GFLOP/s", "/dgemm", "err fwd",
            "err bwd", "err eng");
     fflush(stdout);
-
-    char err[BA_ERR_LEN];
-    for (int ti = 0; ti < nT; ti++) {
-        int T = Ts[ti];
-        problem p;
-        if (problem_init(&p, (int)B, T, (int)d, (uint64_t)seed, j_std, use_ctx)) {
-            fprintf(stderr, "bench_engine: out of memory for T = %d\n", T);
-            if (csv)
-                fclose(csv);
-            return 1;
-        }
-        int have_ref = T <= ref_max;
-        double rmean = NAN, rbest = NAN, fmean, fbest;
-        int rreps = 0, freps, rc = BA_OK;
-        if (have_ref) {
-            rc = time_engine(&p, BA_ENGINE_REFERENCE, (int)reps, min_time, &rmean, &rbest,
-                             &rreps, err);
-            if (!rc) {
-                memcpy(p.r_out, p.out, sizeof(ba_real) * p.n_out);
-                memcpy(p.r_dqkv, p.dqkv, sizeof(ba_real) * p.n_qkv);
-                memcpy(p.r_dJ, p.dJ, sizeof(ba_real) * p.n_J);
-            }
-        }
-        if (!rc)
-            rc = time_engine(&p, BA_ENGINE_FAST, (int)reps, min_time, &fmean, &fbest, &freps,
-                             err);
-        if (rc) {
-            fprintf(stderr, "bench_engine: T = %d: %s (%s)\n", T, err, ba_status_str(rc));
-            problem_free(&p);
-            if (csv)
-                fclose(csv);
-            return 1;
-        }
-        double ef = NAN, eb = NAN, ee = NAN;
-        if (have_ref) {
-            rc = engine_agreement(&p, (uint64_t)seed, &ee, err);
-            if (rc) {
-                fprintf(stderr, "bench_engine: T = %d: %s (%s)\n", T, err, ba_status_str(rc));
-                problem_free(&p);
-                if (csv)
-                    fclose(csv);
-                return 1;
-            }
-            ef = rel_diff(p.out, p.r_out, p.n_out);
-            double e1 = rel_diff(p.dqkv, p.r_dqkv, p.n_qkv), e2 = rel_diff(p.dJ, p.r_dJ, p.n_J);
-            eb = e1 > e2 ? e1 : e2;
-        }
-        double gflop = fast_flops((int)B, T) * 1e-9, gfs = gflop / fmean;
-        char rms[32] = "-", rrep[16] = "-", ratio[32] = "-", sef[32] = "-", seb[32] = "-",
-             see[32] = "-";
-        if (have_ref) {
-            snprintf(rms, sizeof rms, "%.3f", rmean * 1e3);
-            snprintf(rrep, sizeof rrep, "%d", rreps);
-            snprintf(ratio, sizeof ratio, "%.1f", rmean / fmean);
-            snprintf(sef, sizeof sef, "%.2e", ef);
-            snprintf(seb, sizeof seb, "%.2e", eb);
-            snprintf(see, sizeof see, "%.2e", ee);
-        }
-        printf("%3d  %12s %5s  %12.3f %5d  %9s  %8.4f  %8.2f  %7.3f  %9s  %9s  %9s\n", T, rms,
-               rrep, fmean * 1e3, freps, ratio, gflop, gfs, gfs / gemm_gf, sef, seb, see);
-        fflush(stdout);
-        if (csv) {
-            fprintf(csv, "%d,%ld,%ld,%d,", T, B, d, omp_threads());
-            if (have_ref)
-                fprintf(csv, "%.6g,%.6g,%d,", rmean, rbest, rreps);
-            else
-                fprintf(csv, ",,,");
-            fprintf(csv, "%.6g,%.6g,%d,", fmean, fbest, freps);
-            if (have_ref)
-                fprintf(csv, "%.6g,", rmean / fmean);
-            else
-                fprintf(csv, ",");
-            fprintf(csv, "%.6g,%.6g,%.6g,%.6g,", gflop, gfs, gemm_gf, gfs / gemm_gf);
-            if (have_ref)
-                fprintf(csv, "%.3g,%.3g,%.3g\n", ef, eb, ee);
-            else
-                fprintf(csv, ",,\n");
-            fflush(csv);
-        }
-        problem_free(&p);
-    }
-    printf("\nerr fwd: max|out_fast - out_ref| / max|out_ref| of the float attention output; "
-           "err bwd: the same for dqkv and dJ\n"
-           "(the larger); err eng: the engines alone in double on 3 queries (n = T, T-1, T-2): "
-           "max |log w| difference\nand max relative difference of dh, dJ for a random upstream "
-           "gradient (the largest of the three)\n");
-    if (csv && fclose(csv)) {
-        fprintf(stderr, "bench_engine: error writing '%s'\n", csv_path);
+    for (int ti = 0; ti < a.nT && !rc; ti++)
+        rc = bench_T(a.Ts[ti], &a, gemm_gf, csv);
+    if (!rc)
+        printf("\nerr fwd: max|out_fast - out_ref| / max|out_ref| of the float attention output; "
+               "err bwd: the same for dqkv and dJ\n"
+               "(the larger); err eng: the engines alone in double on 3 queries (n = T, T-1, "
+               "T-2): max |log w| difference\nand max relative difference of dh, dJ for a "
+               "random upstream gradient (the largest of the three)\n");
+    if (csv && fclose(csv) && !rc) {
+        fprintf(stderr, "%s: error writing '%s'\n", prog, a.csv_path);
         return 1;
     }
-    return 0;
+    return rc;
 }

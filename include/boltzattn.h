@@ -4,32 +4,26 @@
  * Attention whose weights are the spin marginals of an Ising model with
  * learnable pairwise couplings J (see docs/ and the README for the maths).
  *
- * A worked example: train a tiny brackets model for a few steps and read its
- * held-out accuracy.
+ * A worked example (tests/test_trainer.c runs it): train a tiny brackets
+ * model and read its held-out accuracy.
  *
  *     char err[BA_ERR_LEN];
  *     ba_dataset *data;
  *     if (ba_dataset_brackets(&data, 8, 1, 512, 1234, err)) { puts(err); return 1; }
- *     ba_config cfg = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 8);
- *     ba_config_set_data(&cfg, data);           // vocabulary and output sizes
- *     ba_model *m;
- *     if (ba_model_init(&m, &cfg, err)) { puts(err); return 1; }
- *     ba_rng rng; ba_rng_seed(&rng, 42);
- *     ba_model_init_weights(m, &rng, 0.0);
- *     ba_adamw opt = ba_adamw_default();
- *     int in[32 * 8], tg[32 * 8];                // (B,T) each
- *     for (int step = 0; step < 100; step++) {
- *         double loss;
- *         ba_dataset_train_batch(data, &rng, 32, in, tg);
- *         ba_model_forward(m, in, tg, 32, 8, &loss, err);
- *         ba_model_zero_grad(m);
- *         ba_model_backward(m, err);
- *         ba_model_step(m, &opt, 1e-3, NULL, err);
- *     }
- *     ba_eval_result r;
- *     ba_evaluate(m, data, 0, 64, &r, err);
- *     printf("held-out accuracy %.2f %%\n", 100 * r.accuracy);
- *     ba_model_free(m); ba_dataset_free(data);
+ *     ba_config cfg = ba_config_default(BA_ATTN_BOLTZMANN, 8);
+ *     ba_config_set_data(&cfg, data);        // vocabulary, head and output sizes
+ *     ba_train_settings s = ba_train_settings_default(300);
+ *     s.eval_every = s.save_every = 0;      // only the final evaluation
+ *     ba_trainer *t;
+ *     if (ba_trainer_init(&t, &cfg, data, NULL, &s, err)) { puts(err); return 1; }
+ *     ba_train_outcome out;                 // a directory instead of NULL keeps
+ *     if (ba_trainer_run(t, NULL, NULL, &out, err)) { puts(err); return 1; } // the files
+ *     printf("held-out accuracy %.2f %%\n", 100 * out.final.accuracy);
+ *     ba_trainer_free(t);
+ *     ba_dataset_free(data);
+ *
+ * Below the trainer: ba_trainer_step is one step; ba_model_forward,
+ * ba_model_backward and ba_model_step are its parts, for a loop of your own.
  *
  * Conventions
  * - Every public symbol starts with ba_ / BA_.
@@ -60,7 +54,7 @@ typedef float ba_real;
 #endif
 
 #define BA_VERSION "0.1.0"
-#define BA_ERR_LEN 256
+#define BA_ERR_LEN 512
 
 /* Largest number of spins the reference (enumeration) engine accepts. */
 #define BA_REFERENCE_MAX_SPINS 20
@@ -82,6 +76,15 @@ typedef enum {
 
 /* A short English name of a status code ("ok", "bad argument", ...). */
 const char *ba_status_str(int status);
+/* Writes a printf-style message into err (BA_ERR_LEN bytes; may be NULL)
+ * and returns status, so code that reports errors the library's way (the
+ * library itself, the CLI, bindings) reads `return ba_fail(err,
+ * BA_ERR_ARG, "...", ...)`. */
+int ba_fail(char *err, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* ------------------------------------------------------------------ RNG */
 
@@ -109,7 +112,14 @@ typedef enum {
     BA_ATTN_COUPLING = 3   /* as boltzmann with h = 0 (J only) */
 } ba_attn;
 
+/* The built-in tasks (the data, not the model: see ba_data_spec). */
 typedef enum { BA_TASK_CHARLM = 0, BA_TASK_BRACKETS = 1 } ba_task;
+
+/* The model's output head. token: logits over out_size classes at every
+ * position (next-token prediction). pointer: position i's logits are over
+ * the positions 0..i-1 before it (out_size = block_size; later positions are
+ * masked), the head of bracket matching. */
+typedef enum { BA_HEAD_TOKEN = 0, BA_HEAD_POINTER = 1 } ba_head;
 
 /* Which implementation computes the Ising marginals and their gradients.
  * Both compute the same exact quantities: `reference` enumerates every
@@ -124,27 +134,36 @@ const char *ba_attn_name(ba_attn a);
 int ba_attn_parse(const char *s, ba_attn *out, char *err);
 const char *ba_task_name(ba_task t);
 int ba_task_parse(const char *s, ba_task *out, char *err);
+const char *ba_head_name(ba_head h);
+int ba_head_parse(const char *s, ba_head *out, char *err);
 const char *ba_engine_name(ba_engine e);
 int ba_engine_parse(const char *s, ba_engine *out, char *err);
 /* Largest number of spins (= block size for boltzmann/coupling) an engine
  * accepts. */
 int ba_engine_max_spins(ba_engine e);
 
-/* Everything needed to rebuild a model; stored in every checkpoint. The
- * struct is defined after the samplers section below, because it holds the
- * model's sampler (a ba_sampler). */
+/* The model config: everything needed to rebuild a model (shapes,
+ * attention variant, engine, sampler, output head), stored in every
+ * checkpoint. The struct is defined after the samplers section below,
+ * because it holds the model's sampler (a ba_sampler). What the model was
+ * trained on is separate: ba_data_spec, with the tasks. */
 typedef struct ba_config ba_config;
 
+/* Largest vocabulary and output size of a token head. */
+#define BA_MAX_VOCAB 65536
+
 /* Defaults: 1 layer, 1 head, C = 64, FFN on, fast engine, exact sampler
- * (ba_sampler_default(BA_SAMPLER_EXACT)). vocab and out sizes are left 0:
- * fill them with ba_config_set_data. */
-ba_config ba_config_default(ba_task task, ba_attn attn, int block_size);
+ * (ba_sampler_default(BA_SAMPLER_EXACT)), token head. vocab_size and
+ * out_size are left 0: set them, or let ba_config_set_data fill them (and
+ * the head) from a dataset. */
+ba_config ba_config_default(ba_attn attn, int block_size);
 
 /* BA_OK when cfg describes a buildable model; otherwise names the bad field.
  * Refuses boltzmann/coupling with block_size above the engine's limit, or,
  * when cfg->sampler is not exact, above the sampler's (ba_sampler_max_spins:
  * gibbs and sa go to 64) (BA_ERR_LIMIT); a non-exact sampler for softmax or
- * sigmoid and a sampler parameter out of range are BA_ERR_ARG. */
+ * sigmoid, a sampler parameter out of range and a pointer head whose
+ * out_size is not block_size are BA_ERR_ARG. */
 int ba_config_validate(const ba_config *cfg, char *err);
 
 /* Number of parameters a model of cfg has (0 if cfg is invalid), without
@@ -215,6 +234,8 @@ const ba_real *ba_model_attention(const ba_model *m, int l);
  * measure a sampler on the instances a model actually meets. BA_ERR_ARG if
  * no forward has run or an index is out of range. */
 int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h, char *err);
+/* Number of positions with a target in the last forward. */
+long ba_model_num_targets(const ba_model *m);
 void ba_model_zero_grad(ba_model *m);
 /* Backward pass of the last forward (which must have had targets);
  * accumulates d(loss)/d(params) into the gradients. */
@@ -321,8 +342,33 @@ int ba_sampler_parse(const char *s, ba_sampler_kind *out, char *err);
 ba_sampler ba_sampler_default(ba_sampler_kind kind);
 /* Largest n the sampler accepts (exact: the fast engine's limit). */
 int ba_sampler_max_spins(ba_sampler_kind kind);
-/* BA_OK when every parameter is in range, else BA_ERR_ARG naming it. */
+/* BA_OK when every parameter the kind uses is in range, else BA_ERR_ARG
+ * naming it. */
 int ba_sampler_validate(const ba_sampler *s, char *err);
+
+/* One numeric parameter of ba_sampler: its field in the config's "sampler"
+ * object, its command-line option, the kind that uses it, where it lives
+ * and the range ba_sampler_validate accepts ([lo, hi], or (lo, hi] when
+ * lo_open; chains also at most shots). */
+typedef struct {
+    const char *name;      /* config field, e.g. "tau" */
+    const char *option;    /* command-line option without dashes, e.g. "dqa-tau" */
+    ba_sampler_kind kind;  /* the kind that uses it; BA_SAMPLER_EXACT: every
+                              kind that samples */
+    int is_int;            /* an int field, else a double */
+    size_t offset;         /* of the field in ba_sampler */
+    double lo, hi;
+    int lo_open;
+    const char *help;      /* one line for --help */
+} ba_sampler_param;
+/* The table of every parameter (static, *n entries), in config order. */
+const ba_sampler_param *ba_sampler_params(int *n);
+/* A parameter's value in s, as a double, and setting it (an int field takes
+ * (int)v). */
+double ba_sampler_param_get(const ba_sampler *s, const ba_sampler_param *p);
+void ba_sampler_param_set(ba_sampler *s, const ba_sampler_param *p, double v);
+/* 1 if a sampler of kind uses the parameter. */
+int ba_sampler_param_used(const ba_sampler_param *p, ba_sampler_kind kind);
 
 /* Draws s->shots states of the n-spin system into shots (S words, caller
  * owned), using only rng for randomness. BA_ERR_ARG for the exact kind or a
@@ -396,21 +442,17 @@ int ba_sampler_measure(const ba_sampler *s, int n, const double *h, const double
  * i, so one set of shots per row serves the whole batch. */
 
 struct ba_config {
-    ba_task task;
     ba_attn attn;
     ba_engine engine;
     int n_layer;
     int n_head;
     int n_embd;     /* C, divisible by n_head */
     int block_size; /* T: longest context, also the pointer-head width */
-    int vocab_size; /* V: input tokens */
-    int out_size;   /* V for charlm, T for brackets */
+    int vocab_size; /* V: input tokens, at most BA_MAX_VOCAB */
+    ba_head head;   /* token or pointer logits */
+    int out_size;   /* logits per position: classes of a token head (V for a
+                       language model), block_size for a pointer head */
     int ffn;        /* 1: blocks have the MLP, 0: attention only */
-    /* task data description */
-    uint8_t vocab[256]; /* charlm: token id -> byte (vocab_size entries) */
-    int kinds;          /* brackets: number of bracket kinds (vocab = 2*kinds) */
-    int n_heldout;      /* brackets: requested held-out set size */
-    uint64_t data_seed; /* brackets: seed of the held-out set */
     /* sampled attention (boltzmann/coupling only): BA_SAMPLER_EXACT (the
      * default) uses the exact engine; any other kind draws shots */
     ba_sampler sampler;
@@ -444,6 +486,23 @@ int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err);
 
 typedef struct ba_dataset ba_dataset;
 
+/* What a model was trained on: the task and its parameters, enough to
+ * rebuild the evaluation data. Checkpoints store it beside the config. */
+typedef struct {
+    ba_task task;
+    int vocab_size;     /* charlm: entries of vocab; 0 for brackets */
+    uint8_t vocab[256]; /* charlm: token id -> byte */
+    int kinds;          /* brackets: bracket kinds (the model's vocab is 2*kinds) */
+    int n_heldout;      /* brackets: requested held-out set size */
+    uint64_t data_seed; /* brackets: seed of the held-out set */
+} ba_data_spec;
+
+/* Defaults for task: kinds 1, n_heldout 2000, data_seed 1234, no vocab. */
+ba_data_spec ba_data_spec_default(ba_task task);
+/* BA_OK when spec is well formed and can feed a model of cfg (the head and
+ * the sizes the task needs), else BA_ERR_ARG naming the mismatch. */
+int ba_data_spec_check(const ba_data_spec *spec, const ba_config *cfg, char *err);
+
 /* charlm over a UTF-8 text file, modelled byte by byte (a multi-byte
  * character is several tokens). vocab == NULL: the vocabulary is the sorted
  * distinct bytes of the file. Otherwise the file is encoded with the given
@@ -471,9 +530,13 @@ int ba_dataset_block_size(const ba_dataset *d);
 int ba_dataset_vocab_size(const ba_dataset *d);
 /* charlm: token id -> byte table (vocab_size entries); NULL for brackets. */
 const uint8_t *ba_dataset_vocab(const ba_dataset *d);
-/* Copies the data description (task, block size, vocabulary, out size,
- * kinds, held-out size, data seed) into cfg. */
+/* Sets what the data decides in cfg: block size, vocab_size, head and
+ * out_size (token head over the vocabulary for charlm, pointer head for
+ * brackets). */
 void ba_config_set_data(ba_config *cfg, const ba_dataset *d);
+/* The data description of d (task, vocabulary, kinds, held-out size and
+ * seed) into spec. */
+void ba_dataset_spec(const ba_dataset *d, ba_data_spec *spec);
 
 /* One training batch (B,T) of inputs and targets (-1 = none), drawn with
  * rng. */
@@ -518,6 +581,230 @@ typedef struct {
 int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B,
                 ba_eval_result *res, char *err);
 
+/* ---------------------------------------------------------- training
+ * One training loop for every caller (the command-line tool, the
+ * benchmarks, the tests, your program): a ba_trainer owns a run's whole
+ * state (model, AdamW moments, step, the batch and sampler RNG streams,
+ * the settings), steps it, evaluates it, saves and restores it exactly,
+ * and hands typed records to a callback. With a run directory it also
+ * keeps the run's files (docs/design.md, "Run directories"):
+ *   model.safetensors   the checkpoint of the last save point;
+ *   state.safetensors   the resumable state of the same step (checksummed);
+ *   metrics.jsonl       one JSON record a line (ba_record);
+ *   run.json            the run record: settings, status and result.
+ * Everything is written atomically (ba_write_file), the log a line at a
+ * time. The same seed, build and thread count give bit-identical runs,
+ * resumed or not. */
+
+typedef struct {
+    long steps;         /* optimisation steps of the whole run */
+    long warmup;        /* linear warmup steps, then cosine decay */
+    int batch;          /* sequences per step */
+    double lr;          /* peak learning rate */
+    double min_lr_frac; /* final learning rate as a fraction of lr */
+    double j_init_std;  /* std of the initial couplings J (0: J = 0) */
+    uint64_t seed;      /* the weights, the batch stream and the sampler
+                           stream are all derived from it */
+    ba_adamw opt;
+    int eval_every;     /* periodic evaluation every N steps; 0: only the final one */
+    int eval_items;     /* evenly spaced items of a periodic evaluation (the
+                           final evaluation uses all) */
+    int log_every;      /* a train record every N steps */
+    int save_every;     /* a save point every N steps; 0: only at the end */
+} ba_train_settings;
+
+/* The command line's defaults for a run of `steps` steps: batch 32, lr
+ * 3e-3 down to 10 %, warmup 5 % of the steps, J = 0 at start, seed 1,
+ * ba_adamw_default, an evaluation of 512 items and a save point every 10 %
+ * of the steps, a train record every 10 steps. */
+ba_train_settings ba_train_settings_default(long steps);
+/* BA_OK when every setting is in range (steps >= 1, warmup <= steps, ...),
+ * else BA_ERR_ARG naming the field and its value. */
+int ba_train_settings_validate(const ba_train_settings *s, char *err);
+/* The settings as a JSON object string (malloc'd), with the charlm data
+ * path (may be NULL) and the thread count the run uses, and back: data
+ * (may be NULL) gets a malloc'd copy of the recorded path or NULL. The
+ * reader validates (BA_ERR_FORMAT naming the field). */
+char *ba_train_settings_to_json(const ba_train_settings *s, const char *data_path);
+int ba_train_settings_from_json(const char *json, ba_train_settings *s, char **data_path,
+                                char *err);
+
+/* One record of a run, as the loop hands it to ba_train_hooks.record and
+ * writes it to metrics.jsonl ({"event": "train", "step": ..., ...}). Only
+ * the fields of its kind are meaningful. */
+typedef enum {
+    BA_REC_CONFIG,  /* the run starts: config, settings, parameter count */
+    BA_REC_RESUME,  /* a restored run continues at step */
+    BA_REC_TRAIN,   /* every log_every steps and at the last step */
+    BA_REC_EVAL,    /* a periodic evaluation */
+    BA_REC_QUALITY, /* a sampled model's sampler measured (see below) */
+    BA_REC_FINAL    /* the end: evaluation on the whole set */
+} ba_record_kind;
+
+typedef struct {
+    ba_record_kind kind;
+    long step;              /* steps taken when the record was made */
+    size_t params;          /* config: the model's parameter count */
+    /* train */
+    double loss, lr, grad_norm;
+    double steps_per_s;     /* train: this call's rate; final: its mean */
+    double elapsed_s;       /* train: seconds since this call began */
+    /* eval, final: with the model's sampler */
+    ba_eval_result eval;
+    /* final */
+    int has_exact;          /* a sampled model also evaluated exactly: */
+    ba_eval_result exact;
+    double train_s;         /* the training time of this call */
+    double train_s_total;   /* the same over every call that trained the run */
+    /* quality: the sampler against the exact distribution on the systems
+     * the model meets (the last query of n = min(T, 8) keys of the first
+     * `instances` evaluation items, layer 0, head 0), means over them.
+     * kl is INFINITY where the exact distribution underflows on a state
+     * the sampler reached; beta_eff, r2, tv_eff are the means over the
+     * `fitted` instances with a temperature fit (NAN when none).
+     * tv_shot_floor: the direct sampler's tv with the same `shots`, the
+     * shot noise alone (shots 0: none, DQA's output is exact). */
+    int n, instances, fitted, shots;
+    double tv, kl, beta_eff, r2, tv_eff, tv_shot_floor;
+} ba_record;
+
+/* A record as one line of JSON without the newline (malloc'd; NULL when
+ * out of memory), and back (BA_ERR_FORMAT naming the field). A config
+ * record parses with only its kind set. */
+char *ba_record_to_json(const ba_record *r);
+int ba_record_from_json(const char *line, ba_record *r, char *err);
+
+typedef struct ba_trainer ba_trainer;
+
+/* A fresh run of a model of cfg on data with settings s. cfg must match
+ * the data (ba_config_set_data, ba_data_spec_check); the weights are
+ * initialised from s->seed (ba_model_init_weights with j_init_std), the
+ * batch and sampler streams seeded from it too. data must outlive the
+ * trainer. data_path (may be NULL) is the charlm file, recorded with the
+ * run. *out is the caller's: ba_trainer_free. BA_ERR_ARG/LIMIT naming the
+ * bad setting or field, BA_ERR_NOMEM. */
+int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *data,
+                    const char *data_path, const ba_train_settings *s, char *err);
+/* The description of a saved state (DIR/state.safetensors) without loading
+ * it: config, data description, settings and the recorded data path
+ * (malloc'd or NULL), so the caller can open the data first. Any output may
+ * be NULL. */
+int ba_trainer_peek(const char *state_path, ba_config *cfg, ba_data_spec *spec,
+                    ba_train_settings *s, char **data_path, char *err);
+/* Restores a saved run exactly: parameters, AdamW moments, step, both RNG
+ * streams, settings and training time. data must match the saved data
+ * description (BA_ERR_ARG naming the difference); data_path replaces the
+ * recorded one when not NULL. Every value is validated as on the command
+ * line; a corrupt file is BA_ERR_FORMAT naming the field. */
+int ba_trainer_restore(ba_trainer **out, const char *state_path, const ba_dataset *data,
+                       const char *data_path, char *err);
+void ba_trainer_free(ba_trainer *t);
+
+ba_model *ba_trainer_model(ba_trainer *t);
+const ba_train_settings *ba_trainer_settings(const ba_trainer *t);
+/* Steps taken (the model's AdamW step count). */
+long ba_trainer_step_count(const ba_trainer *t);
+/* The recorded charlm data path, or NULL. Owned by the trainer. */
+const char *ba_trainer_data_path(const ba_trainer *t);
+/* The trainer's data and its description. */
+const ba_dataset *ba_trainer_dataset(const ba_trainer *t);
+void ba_trainer_data_spec(const ba_trainer *t, ba_data_spec *spec);
+
+/* One optimisation step: the next batch of the batch stream, forward,
+ * backward and AdamW at the scheduled rate. loss, lr and grad_norm (any
+ * may be NULL) receive the step's values. BA_ERR_NUMERIC (model and
+ * moments unchanged) naming the first non-finite tensor. */
+int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, char *err);
+/* ba_evaluate of the trainer's model on its data (batch 64). */
+int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err);
+/* The quality record of a sampled model (see ba_record); BA_ERR_ARG for an
+ * exact one. The training streams are not touched. */
+int ba_trainer_quality(ba_trainer *t, ba_record *r, char *err);
+/* The resumable state at path (atomically), and the checkpoint of the
+ * model with its data description, step and settings. */
+int ba_trainer_save_state(const ba_trainer *t, const char *path, char *err);
+int ba_trainer_save_checkpoint(const ba_trainer *t, const char *path, char *err);
+
+/* What the caller hears of ba_trainer_run, all optional (NULL). */
+typedef struct {
+    /* each record, in order, once it is in the log: non-zero fails the
+     * run (err says why) */
+    int (*record)(const ba_record *r, void *user, char *err);
+    /* after every step, with a train record of it (logged or not) */
+    void (*progress)(const ba_record *r, void *user);
+    /* polled after every step: non-zero asks the run to stop at a save
+     * point now (a signal, say) */
+    int (*stop)(void *user);
+    void *user;
+} ba_train_hooks;
+
+typedef struct {
+    int stopped;          /* the stop hook ended the run early */
+    long step;            /* steps taken in all */
+    long steps_run;       /* steps taken by this call */
+    long saved_step;      /* step of the run directory's last save point, -1 none */
+    long failed_step;     /* a step that failed (its number), else 0 */
+    ba_eval_result final; /* finished runs: the final evaluation */
+    int has_exact;
+    ba_eval_result exact;
+    double train_s;       /* this call's training time (seconds) */
+    double train_s_total; /* over every call that trained the run */
+} ba_train_outcome;
+
+/* Runs the trainer to its last step: the steps, a train record every
+ * log_every steps, an evaluation (and for a sampled model a quality
+ * record) every eval_every steps, a save point every save_every steps, and
+ * at the end the evaluation on the whole set (a sampled model also with
+ * exact inference, when T is within the engine's limit), the final record
+ * and the last save point. With dir (may be NULL: nothing is written)
+ * every record goes to dir/metrics.jsonl first, and save points write the
+ * checkpoint and the state; a restored trainer trims the log back to its
+ * step and appends. On failure err names the phase ("step 12: ...",
+ * "final evaluation: ...") and *out says how far the run got; the files
+ * of the last save point stay as they were. BA_OK with out->stopped when
+ * the stop hook ended it (after a save point). out may be NULL. */
+int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
+                   ba_train_outcome *out, char *err);
+
+/* A run directory's record, run.json: its settings and, when finished, its
+ * result. */
+typedef enum {
+    BA_RUN_RUNNING = 0, /* started (or killed: nothing ended it) */
+    BA_RUN_STOPPED,     /* stopped early at a save point; can resume */
+    BA_RUN_FAILED,      /* a runtime failure; error says which */
+    BA_RUN_FINISHED     /* every step taken and evaluated */
+} ba_run_status;
+
+typedef struct {
+    ba_run_status status;
+    ba_config config;
+    ba_data_spec spec;
+    ba_train_settings settings;
+    char *data_path;   /* the charlm text, or NULL (malloc'd) */
+    char *config_json; /* the config object as stored (malloc'd) */
+    char *train_json;  /* the settings object as stored (malloc'd) */
+    char *error;       /* failed: the message (malloc'd), else NULL */
+    int threads;       /* OpenMP threads the run used (0: not recorded) */
+    size_t params;
+    long step;         /* steps taken (at the last save point) */
+    double train_s;    /* training time over every call */
+    /* finished: */
+    ba_eval_result result;
+    int has_exact;
+    ba_eval_result exact;
+} ba_run_info;
+
+/* Reads dir/run.json. BA_ERR_IO when there is none, BA_ERR_FORMAT naming
+ * the field of a malformed one. r is the caller's: ba_run_info_clear. */
+int ba_run_read(const char *dir, ba_run_info *r, char *err);
+/* Writes dir/run.json (atomically) from r: its status, step, training time,
+ * parameter count, error, the stored config and train objects
+ * (config_json, train_json: required) and, when finished, the result. The
+ * training loop writes it; this is for tools that convert older records. */
+int ba_run_write(const char *dir, const ba_run_info *r, char *err);
+void ba_run_info_clear(ba_run_info *r);
+const char *ba_run_status_name(ba_run_status s);
+
 /* -------------------------------------------------------- statistics */
 
 /* n values summarised: mean, sample standard deviation (n-1), and the
@@ -532,6 +819,15 @@ typedef struct {
 ba_summary ba_summarize(const double *x, int n);
 /* The paired difference a_i - b_i summarised (work holds n doubles). */
 ba_summary ba_paired_diff(const double *a, const double *b, int n, double *work);
+/* Values summarised as they come (Welford): count, mean, min, max and the
+ * sample standard deviation (0 for fewer than two values). Start from a
+ * zeroed struct. */
+typedef struct {
+    long n;
+    double mean, m2, min, max;
+} ba_running;
+void ba_running_add(ba_running *s, double x);
+double ba_running_sd(const ba_running *s);
 /* The 0.975 quantile of Student's t with df degrees of freedom (NAN if
  * df < 1): a table to 30, a Cornish-Fisher expansion beyond. */
 double ba_t975(int df);
@@ -579,8 +875,13 @@ int ba_st_write(const char *path, const ba_st_entry *entries, int n,
                 const char *const *meta_keys, const char *const *meta_vals,
                 int n_meta, char *err);
 
-/* The config as a JSON object string (malloc'd, caller frees), and back.
- * from_json validates with ba_config_validate. The sampler is the object
+/* The config and, when spec is not NULL, the data description as one JSON
+ * object string (malloc'd, caller frees), and back. from_json validates
+ * with ba_config_validate and, when the object names a task, with
+ * ba_data_spec_check; spec (may be NULL) receives the data description, and
+ * a config without "task" is then BA_ERR_FORMAT. A config without "head"
+ * (written before heads were named) has the head its task implies. The
+ * sampler is the object
  * "sampler": {"kind": NAME} for exact, with every parameter of ba_sampler
  * (shots, beta_assumed, tau, gamma, lambda, trotter_steps, order, chains,
  * burnin, thin, sweeps, beta0) otherwise. A config without "sampler" reads
@@ -588,18 +889,33 @@ int ba_st_write(const char *path, const ba_st_entry *entries, int n,
  * missing parameter takes ba_sampler_default(kind)'s value, a malformed
  * one is BA_ERR_FORMAT naming "sampler.FIELD", and an out-of-range one
  * BA_ERR_FORMAT with ba_sampler_validate's message (naming the parameter). */
-char *ba_config_to_json(const ba_config *cfg);
-int ba_config_from_json(const char *json, ba_config *cfg, char *err);
+char *ba_config_to_json(const ba_config *cfg, const ba_data_spec *spec);
+int ba_config_from_json(const char *json, ba_config *cfg, ba_data_spec *spec, char *err);
 
-/* Saves the model's parameters as F32 with the config in __metadata__
- * ("config"), plus optional extra metadata pairs (e.g. "step"). */
-int ba_checkpoint_save(const char *path, const ba_model *m,
+/* Saves the model's parameters as F32 with the config (and the data
+ * description spec, may be NULL) in __metadata__ ("config"), plus optional
+ * extra metadata pairs (e.g. "step"), atomically (ba_write_file). */
+int ba_checkpoint_save(const char *path, const ba_model *m, const ba_data_spec *spec,
                        const char *const *meta_keys,
                        const char *const *meta_vals, int n_meta, char *err);
-/* Loads a checkpoint into a new model (*out, caller frees). Every tensor
- * is checked against the config's names and shapes; values must be finite.
- * BA_ERR_IO, BA_ERR_FORMAT naming the tensor or field. */
-int ba_checkpoint_load(const char *path, ba_model **out, char *err);
+/* Loads a checkpoint into a new model (*out, caller frees) and its data
+ * description into spec (may be NULL; a checkpoint without a task is then
+ * BA_ERR_FORMAT). Every tensor is checked against the config's names and
+ * shapes; values must be finite. BA_ERR_IO, BA_ERR_FORMAT naming the
+ * tensor or field. */
+int ba_checkpoint_load(const char *path, ba_model **out, ba_data_spec *spec, char *err);
+
+/* Replaces the file at path with len bytes atomically: they are written to
+ * PATH.<pid>.tmp in the same directory, flushed and fsync'ed, and renamed
+ * over path, so a crash leaves the old file or the new one, never a mix.
+ * Every file the library writes goes through it. BA_ERR_IO naming the
+ * file. */
+int ba_write_file(const char *path, const void *data, size_t len, char *err);
+/* Reads the whole regular file at path into *out (malloc'd, caller frees;
+ * one NUL byte appended past *size, so text reads as a string). BA_ERR_IO
+ * for a missing, unreadable or non-regular file (a directory or a FIFO is
+ * refused, not waited on), BA_ERR_NOMEM. */
+int ba_read_file(const char *path, unsigned char **out, size_t *size, char *err);
 
 /* Batch file: safetensors with inputs I32 (B,T) and targets I32 (B,T).
  * load allocates *inputs and *targets (caller frees). */

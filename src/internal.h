@@ -5,17 +5,12 @@
 
 #include "boltzattn.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-/* Writes a printf-style message into err (BA_ERR_LEN bytes, may be NULL)
- * and returns status, so a failure reads `return ba_fail(err, BA_ERR_ARG,
- * "...", ...)`. */
-int ba_fail(char *err, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* OpenMP's team size and thread number, 1 and 0 without OpenMP. */
 static inline int ba_nthreads(void)
@@ -56,6 +51,73 @@ static inline int ba_mul_size(size_t a, size_t b, size_t *out)
     return 0;
 }
 
+/* Index of the first non-finite value among x[0..n), or n. */
+static inline size_t ba_first_nonfinite(const ba_real *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return n;
+}
+
+/* ------------------------------------------------------- files, JSON */
+
+/* ba_write_file for a file made of n consecutive parts. */
+typedef struct {
+    const void *data;
+    size_t len;
+} ba_file_part;
+int ba_write_file_parts(const char *path, const ba_file_part *parts, int n, char *err);
+
+struct cJSON;
+/* JSON numbers go through double; integers below 2^53 are exact. */
+#define BA_JSON_MAX_INT 9007199254740992.0
+/* "a string", "a number", ... for messages; "nothing" for NULL. */
+const char *ba_json_type(const struct cJSON *it);
+/* 1 if it is a number holding an exact integer in [0, 2^53). */
+int ba_json_u53(const struct cJSON *it, uint64_t *out);
+/* The value for a message: the number, else its type. */
+void ba_json_describe(const struct cJSON *it, char *buf, size_t cap);
+/* A string printed by cJSON moved into plain malloc memory (so the
+ * caller's free() matches whatever allocator cJSON was given); NULL in,
+ * NULL out. */
+char *ba_json_own(char *s);
+/* The config (and data description, may be NULL) as a new cJSON object,
+ * and the reverse (as ba_config_from_json). */
+struct cJSON *ba_config_json_object(const ba_config *cfg, const ba_data_spec *spec);
+int ba_config_from_object(const struct cJSON *o, ba_config *cfg, ba_data_spec *spec, char *err);
+
+/* The files of a run (src/state.c, src/runfiles.c): the settings' JSON
+ * object and its
+ * reader (which also returns the recorded thread count, may be NULL), the
+ * resumable state, a record's object (config records take ownership of
+ * the config and settings objects), the log trimmed to a step (logged_s:
+ * the training time its records show, each call's last elapsed_s summed). */
+struct cJSON *ba_settings_json_object(const ba_train_settings *s, const char *data_path);
+int ba_settings_from_object(const struct cJSON *o, ba_train_settings *s, char **data_path,
+                            int *threads, char *err);
+int ba_state_write(const char *path, ba_model *m, const ba_data_spec *spec, const char *train_json,
+                   long step, const ba_rng *data_rng, double train_s, char *err);
+int ba_state_read_into(const char *path, ba_model *m, long *step, ba_rng *data_rng,
+                       double *train_s, char *err);
+struct cJSON *ba_record_object(const ba_record *r, struct cJSON *config, struct cJSON *train);
+int ba_log_trim(const char *path, long step, double *logged_s, char *err);
+
+/* Safetensors helpers for messages: "F32", and "[2, 3]". */
+const char *ba_dtype_name(ba_dtype d);
+void ba_format_shape(char *buf, size_t cap, int ndim, const int64_t *shape);
+
+/* The kinds of parameter tensor, stacked across layers (all L ln1 weights
+ * form one (L,C) array) in this order inside the model's block, and their
+ * sizes for a valid config (src/config.c: the one definition of the
+ * layout). */
+enum {
+    BA_P_TOK, BA_P_POS, BA_P_LN1W, BA_P_LN1B, BA_P_QKVW, BA_P_QKVB, BA_P_PROJW,
+    BA_P_PROJB, BA_P_J, BA_P_LN2W, BA_P_LN2B, BA_P_FCW, BA_P_FCB, BA_P_FCPW,
+    BA_P_FCPB, BA_P_LNFW, BA_P_LNFB, BA_P_HEADW, BA_P_HEADB, BA_NUM_P
+};
+void ba_param_sizes(const ba_config *c, size_t *sz);
+
 /* A parallel region costs tens to hundreds of microseconds to start (more
  * on virtual machines), so loops run threaded only above this many
  * elementary operations. */
@@ -86,6 +148,13 @@ int ba_engine_forward(ba_engine e, int B, int T, const double *h, const double *
                       double *logw, char *err);
 int ba_engine_backward(ba_engine e, int B, int T, const double *h, const double *J, int ldj,
                        const double *g, double *dh, double *dJ, char *err);
+
+/* The reference engine over every query of a head, with the layouts above
+ * (src/ising_ref.c). */
+int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
+                   char *err);
+int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
+                    double *dh, double *dJ, char *err);
 
 /* Reference enumeration of one query with caller workspace (2^n doubles):
  * marginals into logw (n), and the backward accumulating dh (n) and dJ
@@ -238,7 +307,7 @@ void ba_crossentropy_backward(ba_real *dlogits, const ba_real *probs,
                               const int *targets, int N, int O, double scale);
 
 /* ---------------------------------------------------------- samplers
- * The DQA simulator's pieces (src/samplers.c), for the tests and the bench.
+ * The DQA simulator's pieces (src/dqa.c), for the tests and the bench.
  * States are split arrays re, im (2^n each, any alignment); E (2^n) holds
  * the energies E(x) = -sum h_j s_j - sum_{j<k} J_jk s_j s_k. */
 

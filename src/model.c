@@ -4,7 +4,7 @@
  * Parameters are stacked by kind across layers (e.g. all L ln1 weights in
  * one (L,C) array) inside one contiguous block; gradients and the two AdamW
  * moments are laid out identically right after it, so the whole training
- * state is four equal slices of one allocation. param_sizes() is the single
+ * state is four equal slices of one allocation. ba_param_sizes() is the single
  * place that defines that layout. */
 #include "internal.h"
 
@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    P_TOK, P_POS, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB, P_J,
-    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW, P_FCPB, P_LNFW, P_LNFB, P_HEADW, P_HEADB,
-    NUM_P
-};
 
 /* Activations, all sized for B*T rows of the current batch. */
 enum {
@@ -51,8 +46,8 @@ enum { G_X, G_LN, G_ATTY, G_QKV, G_FCH, G_FCHG, G_LOGITS, NUM_G };
 
 struct ba_model {
     ba_config cfg;
-    size_t psize[NUM_P];
-    size_t poff[NUM_P];
+    size_t psize[BA_NUM_P];
+    size_t poff[BA_NUM_P];
     size_t nparams;
     ba_real *mem; /* (4P): params | grads | adam m | adam v */
     int ntensors;
@@ -74,32 +69,6 @@ struct ba_model {
 };
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
-
-static void param_sizes(const ba_config *c, size_t *sz)
-{
-    size_t L = c->n_layer, C = c->n_embd, T = c->block_size, H = c->n_head;
-    size_t F = c->ffn ? 4 * C : 0; /* FFN tensors vanish without the FFN */
-    size_t ln2 = c->ffn ? C : 0;
-    sz[P_TOK] = (size_t)c->vocab_size * C;
-    sz[P_POS] = T * C;
-    sz[P_LN1W] = L * C;
-    sz[P_LN1B] = L * C;
-    sz[P_QKVW] = L * 3 * C * C;
-    sz[P_QKVB] = L * 3 * C;
-    sz[P_PROJW] = L * C * C;
-    sz[P_PROJB] = L * C;
-    sz[P_J] = is_ising(c->attn) ? L * H * T * T : 0;
-    sz[P_LN2W] = L * ln2;
-    sz[P_LN2B] = L * ln2;
-    sz[P_FCW] = L * F * C;
-    sz[P_FCB] = L * F;
-    sz[P_FCPW] = L * C * F;
-    sz[P_FCPB] = L * (c->ffn ? C : 0);
-    sz[P_LNFW] = C;
-    sz[P_LNFB] = C;
-    sz[P_HEADW] = (size_t)c->out_size * C;
-    sz[P_HEADB] = c->out_size;
-}
 
 static void act_sizes(const ba_config *c, size_t BT, size_t *sz)
 {
@@ -144,17 +113,6 @@ static void gact_sizes(const ba_config *c, size_t BT, size_t *sz)
 
 static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info);
 
-size_t ba_config_num_params(const ba_config *cfg)
-{
-    if (ba_config_validate(cfg, NULL) != BA_OK)
-        return 0;
-    size_t sz[NUM_P], n = 0;
-    param_sizes(cfg, sz);
-    for (int i = 0; i < NUM_P; i++)
-        n += sz[i];
-    return n;
-}
-
 int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
 {
     int rc = ba_config_validate(cfg, err);
@@ -164,9 +122,9 @@ int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
     if (!m)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the model");
     m->cfg = *cfg;
-    param_sizes(cfg, m->psize);
+    ba_param_sizes(cfg, m->psize);
     size_t off = 0;
-    for (int i = 0; i < NUM_P; i++) {
+    for (int i = 0; i < BA_NUM_P; i++) {
         m->poff[i] = off;
         off += m->psize[i];
     }
@@ -216,7 +174,7 @@ int ba_model_init(ba_model **out, const ba_config *cfg, char *err)
     /* LayerNorm gains start at 1 so a fresh model is a well-defined identity
      * normaliser even before ba_model_init_weights. */
     ba_real *p = m->mem;
-    int lnw[] = {P_LN1W, P_LN2W, P_LNFW};
+    int lnw[] = {BA_P_LN1W, BA_P_LN2W, BA_P_LNFW};
     for (int k = 0; k < 3; k++)
         for (size_t i = 0; i < m->psize[lnw[k]]; i++)
             p[m->poff[lnw[k]] + i] = 1;
@@ -254,6 +212,7 @@ ba_real *ba_model_adam_v(ba_model *m) { return m->mem + 3 * m->nparams; }
 long ba_model_step_count(const ba_model *m) { return m->step; }
 void ba_model_set_step_count(ba_model *m, long t) { m->step = t; }
 ba_rng *ba_model_sampler_rng(ba_model *m) { return &m->srng; }
+long ba_model_num_targets(const ba_model *m) { return m->n_targets; }
 
 int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err)
 {
@@ -276,12 +235,12 @@ void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
     ba_real *p = m->mem;
     memset(p, 0, sizeof(ba_real) * m->nparams);
     double proj_std = 0.02 / sqrt(2.0 * c->n_layer); /* residual projections */
-    for (int k = 0; k < NUM_P; k++) {
+    for (int k = 0; k < BA_NUM_P; k++) {
         double std = 0.0;
         switch (k) {
-        case P_TOK: case P_POS: case P_QKVW: case P_FCW: case P_HEADW: std = 0.02; break;
-        case P_PROJW: case P_FCPW: std = proj_std; break;
-        case P_LN1W: case P_LN2W: case P_LNFW:
+        case BA_P_TOK: case BA_P_POS: case BA_P_QKVW: case BA_P_FCW: case BA_P_HEADW: std = 0.02; break;
+        case BA_P_PROJW: case BA_P_FCPW: std = proj_std; break;
+        case BA_P_LN1W: case BA_P_LN2W: case BA_P_LNFW:
             for (size_t i = 0; i < m->psize[k]; i++)
                 p[m->poff[k] + i] = 1;
             break;
@@ -290,9 +249,9 @@ void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
         for (size_t i = 0; std > 0 && i < m->psize[k]; i++)
             p[m->poff[k] + i] = (ba_real)(std * ba_rng_normal(rng));
     }
-    if (j_init_std > 0 && m->psize[P_J]) {
+    if (j_init_std > 0 && m->psize[BA_P_J]) {
         size_t T = c->block_size;
-        ba_real *J = p + m->poff[P_J];
+        ba_real *J = p + m->poff[BA_P_J];
         for (size_t lh = 0; lh < (size_t)c->n_layer * c->n_head; lh++)
             for (size_t j = 0; j < T; j++)
                 for (size_t k = j + 1; k < T; k++)
@@ -307,18 +266,18 @@ static const struct {
     int kind;
     const char *name;
 } layer_tensors[] = {
-    {P_LN1W, "ln1.weight"},        {P_LN1B, "ln1.bias"},        {P_QKVW, "attn.qkv.weight"},
-    {P_QKVB, "attn.qkv.bias"},     {P_PROJW, "attn.proj.weight"}, {P_PROJB, "attn.proj.bias"},
-    {P_J, "attn.J"},               {P_LN2W, "ln2.weight"},      {P_LN2B, "ln2.bias"},
-    {P_FCW, "ffn.fc.weight"},      {P_FCB, "ffn.fc.bias"},      {P_FCPW, "ffn.proj.weight"},
-    {P_FCPB, "ffn.proj.bias"},
+    {BA_P_LN1W, "ln1.weight"},        {BA_P_LN1B, "ln1.bias"},        {BA_P_QKVW, "attn.qkv.weight"},
+    {BA_P_QKVB, "attn.qkv.bias"},     {BA_P_PROJW, "attn.proj.weight"}, {BA_P_PROJB, "attn.proj.bias"},
+    {BA_P_J, "attn.J"},               {BA_P_LN2W, "ln2.weight"},      {BA_P_LN2B, "ln2.bias"},
+    {BA_P_FCW, "ffn.fc.weight"},      {BA_P_FCB, "ffn.fc.bias"},      {BA_P_FCPW, "ffn.proj.weight"},
+    {BA_P_FCPB, "ffn.proj.bias"},
 };
 #define N_LAYER_TENSORS ((int)(sizeof layer_tensors / sizeof layer_tensors[0]))
 
 static int kind_decays(int k)
 {
-    return k == P_TOK || k == P_POS || k == P_QKVW || k == P_PROJW || k == P_FCW ||
-           k == P_FCPW || k == P_HEADW;
+    return k == BA_P_TOK || k == BA_P_POS || k == BA_P_QKVW || k == BA_P_PROJW || k == BA_P_FCW ||
+           k == BA_P_FCPW || k == BA_P_HEADW;
 }
 
 /* Shape of one layer's slice of kind k (or of the whole tensor for global
@@ -327,17 +286,17 @@ static int kind_shape(const ba_config *c, int k, int *shape)
 {
     int C = c->n_embd, T = c->block_size, H = c->n_head;
     switch (k) {
-    case P_TOK: shape[0] = c->vocab_size, shape[1] = C; return 2;
-    case P_POS: shape[0] = T, shape[1] = C; return 2;
-    case P_QKVW: shape[0] = 3 * C, shape[1] = C; return 2;
-    case P_QKVB: shape[0] = 3 * C; return 1;
-    case P_PROJW: shape[0] = C, shape[1] = C; return 2;
-    case P_J: shape[0] = H, shape[1] = T, shape[2] = T; return 3;
-    case P_FCW: shape[0] = 4 * C, shape[1] = C; return 2;
-    case P_FCB: shape[0] = 4 * C; return 1;
-    case P_FCPW: shape[0] = C, shape[1] = 4 * C; return 2;
-    case P_HEADW: shape[0] = c->out_size, shape[1] = C; return 2;
-    case P_HEADB: shape[0] = c->out_size; return 1;
+    case BA_P_TOK: shape[0] = c->vocab_size, shape[1] = C; return 2;
+    case BA_P_POS: shape[0] = T, shape[1] = C; return 2;
+    case BA_P_QKVW: shape[0] = 3 * C, shape[1] = C; return 2;
+    case BA_P_QKVB: shape[0] = 3 * C; return 1;
+    case BA_P_PROJW: shape[0] = C, shape[1] = C; return 2;
+    case BA_P_J: shape[0] = H, shape[1] = T, shape[2] = T; return 3;
+    case BA_P_FCW: shape[0] = 4 * C, shape[1] = C; return 2;
+    case BA_P_FCB: shape[0] = 4 * C; return 1;
+    case BA_P_FCPW: shape[0] = C, shape[1] = 4 * C; return 2;
+    case BA_P_HEADW: shape[0] = c->out_size, shape[1] = C; return 2;
+    case BA_P_HEADB: shape[0] = c->out_size; return 1;
     default: shape[0] = C; return 1; /* LayerNorm weights and C-biases */
     }
 }
@@ -366,15 +325,15 @@ static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info)
             n++;                                                                              \
         }                                                                                     \
     } while (0)
-    EMIT(P_TOK, -1, "tok_emb");
-    EMIT(P_POS, -1, "pos_emb");
+    EMIT(BA_P_TOK, -1, "tok_emb");
+    EMIT(BA_P_POS, -1, "pos_emb");
     for (int l = 0; l < c->n_layer; l++)
         for (int t = 0; t < N_LAYER_TENSORS; t++)
             EMIT(layer_tensors[t].kind, l, layer_tensors[t].name);
-    EMIT(P_LNFW, -1, "ln_f.weight");
-    EMIT(P_LNFB, -1, "ln_f.bias");
-    EMIT(P_HEADW, -1, "head.weight");
-    EMIT(P_HEADB, -1, "head.bias");
+    EMIT(BA_P_LNFW, -1, "ln_f.weight");
+    EMIT(BA_P_LNFB, -1, "ln_f.bias");
+    EMIT(BA_P_HEADW, -1, "head.weight");
+    EMIT(BA_P_HEADB, -1, "head.bias");
 #undef EMIT
     return n;
 }
@@ -435,14 +394,6 @@ static int ensure_acts(ba_model *m, int B, char *err)
 #define PAR(k) (m->mem + m->poff[k])
 #define GRAD(k) (m->mem + m->nparams + m->poff[k])
 
-/* Index of the first non-finite value among x[0..n), or n. */
-static size_t first_nonfinite(const ba_real *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return i;
-    return n;
-}
 
 /* After a non-finite failure in the forward pass, names the first tensor
  * holding a non-finite value in the order the pass computes them: the
@@ -458,7 +409,7 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
     buf[0] = '\0';
     for (int t = 0; t < m->ntensors; t++) {
         const ba_tensor_info *ti = &m->tensors[t];
-        size_t i = first_nonfinite(m->mem + ti->offset, ti->size);
+        size_t i = ba_first_nonfinite(m->mem + ti->offset, ti->size);
         if (i < ti->size) {
             snprintf(buf, cap, "parameter %s[%zu] = %g", ti->name, i,
                      (double)m->mem[ti->offset + i]);
@@ -479,7 +430,7 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
         {"residual2", A_RES3, N * C, C},
     };
     int nst = c->ffn ? 11 : 6;
-    size_t i = first_nonfinite(ACT(A_ENC), N * C);
+    size_t i = ba_first_nonfinite(ACT(A_ENC), N * C);
     if (i < N * C) {
         snprintf(buf, cap, "activation embedding at batch %zu position %zu", i / C / m->T,
                  i / C % m->T);
@@ -488,7 +439,7 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
     for (int l = 0; l < c->n_layer && l <= fail_layer; l++)
         for (int k = 0; k < nst && (l < fail_layer || k < 2); k++) {
             const ba_real *x = ACT(st[k].kind) + (size_t)l * st[k].per;
-            if ((i = first_nonfinite(x, st[k].per)) == st[k].per)
+            if ((i = ba_first_nonfinite(x, st[k].per)) == st[k].per)
                 continue;
             /* (B,H,T,T) weights: row (b*H + h)*T + query */
             size_t row = st[k].row ? i / st[k].row : i / m->T;
@@ -499,7 +450,7 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
         }
     if (fail_layer < c->n_layer)
         return;
-    if ((i = first_nonfinite(ACT(A_LNF), N * C)) < N * C) {
+    if ((i = ba_first_nonfinite(ACT(A_LNF), N * C)) < N * C) {
         snprintf(buf, cap, "activation ln_f at batch %zu position %zu", i / C / m->T,
                  i / C % m->T);
         return;
@@ -510,8 +461,8 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
     int O = c->out_size;
     for (size_t r = 0; r < N; r++) {
         int t = (int)(r % m->T);
-        int nv = c->task == BA_TASK_BRACKETS ? (t < O ? t : O) : O;
-        if ((i = first_nonfinite(lg + r * O, (size_t)nv)) < (size_t)nv) {
+        int nv = c->head == BA_HEAD_POINTER ? (t < O ? t : O) : O;
+        if ((i = ba_first_nonfinite(lg + r * O, (size_t)nv)) < (size_t)nv) {
             snprintf(buf, cap, "activation logits at batch %zu position %d", r / m->T, t);
             return;
         }
@@ -529,9 +480,9 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
     if (T < 1 || T > c->block_size)
         return ba_fail(err, BA_ERR_ARG, "sequence length T = %d is outside [1, %d]", T,
                        c->block_size);
-    if (c->task == BA_TASK_BRACKETS && T != c->block_size)
+    if (c->head == BA_HEAD_POINTER && T != c->block_size)
         return ba_fail(err, BA_ERR_ARG,
-                       "brackets sequences must have the model's length %d, got T = %d",
+                       "pointer-head sequences must have the model's length %d, got T = %d",
                        c->block_size, T);
     size_t N = (size_t)B * T;
     for (size_t i = 0; i < N; i++)
@@ -549,7 +500,7 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
     size_t natt = N * H * T; /* B*H*T*T */
 
     ba_real *enc = ACT(A_ENC);
-    const ba_real *tok = PAR(P_TOK), *pos = PAR(P_POS);
+    const ba_real *tok = PAR(BA_P_TOK), *pos = PAR(BA_P_POS);
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < C; k++)
             enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + pos[(i % T) * C + k];
@@ -564,10 +515,10 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
         ba_real *atty = ACT(A_ATTY) + l * NC, *attp = ACT(A_ATTPROJ) + l * NC;
         ba_real *res2 = ACT(A_RES2) + l * NC;
         ba_layernorm_forward(ln1, ACT(A_LN1M) + l * N, ACT(A_LN1R) + l * N, x,
-                             PAR(P_LN1W) + l * C, PAR(P_LN1B) + l * C, (int)N, C);
-        ba_linear_forward(qkv, ln1, PAR(P_QKVW) + (size_t)l * 3 * C * C, PAR(P_QKVB) + l * 3 * C,
+                             PAR(BA_P_LN1W) + l * C, PAR(BA_P_LN1B) + l * C, (int)N, C);
+        ba_linear_forward(qkv, ln1, PAR(BA_P_QKVW) + (size_t)l * 3 * C * C, PAR(BA_P_QKVB) + l * 3 * C,
                           (int)N, C, 3 * C);
-        const ba_real *J = m->psize[P_J] ? PAR(P_J) + (size_t)l * H * c->block_size * c->block_size
+        const ba_real *J = m->psize[BA_P_J] ? PAR(BA_P_J) + (size_t)l * H * c->block_size * c->block_size
                                          : NULL;
         rc = ba_attention_forward(&as, atty, ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, qkv,
                                   J, err);
@@ -580,7 +531,7 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
         }
         if (rc)
             return rc;
-        ba_linear_forward(attp, atty, PAR(P_PROJW) + (size_t)l * C * C, PAR(P_PROJB) + l * C,
+        ba_linear_forward(attp, atty, PAR(BA_P_PROJW) + (size_t)l * C * C, PAR(BA_P_PROJB) + l * C,
                           (int)N, C, C);
         ba_residual_forward(res2, x, attp, NC);
         x = res2;
@@ -590,24 +541,24 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
             ba_real *fchg = ACT(A_FCHG) + l * N * F, *fcp = ACT(A_FCPROJ) + l * NC;
             ba_real *res3 = ACT(A_RES3) + l * NC;
             ba_layernorm_forward(ln2, ACT(A_LN2M) + l * N, ACT(A_LN2R) + l * N, res2,
-                                 PAR(P_LN2W) + l * C, PAR(P_LN2B) + l * C, (int)N, C);
-            ba_linear_forward(fch, ln2, PAR(P_FCW) + l * F * C, PAR(P_FCB) + l * F, (int)N, C,
+                                 PAR(BA_P_LN2W) + l * C, PAR(BA_P_LN2B) + l * C, (int)N, C);
+            ba_linear_forward(fch, ln2, PAR(BA_P_FCW) + l * F * C, PAR(BA_P_FCB) + l * F, (int)N, C,
                               (int)F);
             ba_gelu_forward(fchg, fch, N * F);
-            ba_linear_forward(fcp, fchg, PAR(P_FCPW) + l * F * C, PAR(P_FCPB) + l * C, (int)N,
+            ba_linear_forward(fcp, fchg, PAR(BA_P_FCPW) + l * F * C, PAR(BA_P_FCPB) + l * C, (int)N,
                               (int)F, C);
             ba_residual_forward(res3, res2, fcp, NC);
             x = res3;
         }
     }
-    ba_layernorm_forward(ACT(A_LNF), ACT(A_LNFM), ACT(A_LNFR), x, PAR(P_LNFW), PAR(P_LNFB),
+    ba_layernorm_forward(ACT(A_LNF), ACT(A_LNFM), ACT(A_LNFR), x, PAR(BA_P_LNFW), PAR(BA_P_LNFB),
                          (int)N, C);
-    ba_linear_forward(ACT(A_LOGITS), ACT(A_LNF), PAR(P_HEADW), PAR(P_HEADB), (int)N, C, O);
+    ba_linear_forward(ACT(A_LOGITS), ACT(A_LNF), PAR(BA_P_HEADW), PAR(BA_P_HEADB), (int)N, C, O);
 
     double ls = 0.0;
     long cnt = 0;
     rc = ba_crossentropy_forward(ACT(A_LOGITS), ACT(A_PROBS), targets, (int)N, O, T,
-                                 c->task == BA_TASK_BRACKETS, &ls, &cnt, err);
+                                 c->head == BA_HEAD_POINTER, &ls, &cnt, err);
     if (rc)
         return rc;
     if (targets) {
@@ -684,13 +635,13 @@ int ba_model_backward(ba_model *m, char *err)
         ba_crossentropy_backward(dlogits, ACT(A_PROBS), m->targets, (int)N, O,
                                  1.0 / (double)m->n_targets);
     memset(dln, 0, sizeof(ba_real) * NC);
-    ba_linear_backward(dln, GRAD(P_HEADW), GRAD(P_HEADB), dlogits, ACT(A_LNF), PAR(P_HEADW),
+    ba_linear_backward(dln, GRAD(BA_P_HEADW), GRAD(BA_P_HEADB), dlogits, ACT(A_LNF), PAR(BA_P_HEADW),
                        (int)N, C, O);
     const ba_real *xlast = L == 0 ? ACT(A_ENC)
                            : c->ffn ? ACT(A_RES3) + (size_t)(L - 1) * NC
                                     : ACT(A_RES2) + (size_t)(L - 1) * NC;
     memset(dx, 0, sizeof(ba_real) * NC);
-    ba_layernorm_backward(dx, GRAD(P_LNFW), GRAD(P_LNFB), dln, xlast, PAR(P_LNFW), ACT(A_LNFM),
+    ba_layernorm_backward(dx, GRAD(BA_P_LNFW), GRAD(BA_P_LNFB), dln, xlast, PAR(BA_P_LNFW), ACT(A_LNFM),
                           ACT(A_LNFR), (int)N, C);
 
     ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL, &c->sampler, NULL,
@@ -707,24 +658,24 @@ int ba_model_backward(ba_model *m, char *err)
             ba_real *dfchg = GACT(G_FCHG), *dfch = GACT(G_FCH);
             memset(dfchg, 0, sizeof(ba_real) * N * F);
             memset(dfch, 0, sizeof(ba_real) * N * F);
-            ba_linear_backward(dfchg, GRAD(P_FCPW) + l * F * C, GRAD(P_FCPB) + l * C, dx,
-                               ACT(A_FCHG) + l * N * F, PAR(P_FCPW) + l * F * C, (int)N, (int)F,
+            ba_linear_backward(dfchg, GRAD(BA_P_FCPW) + l * F * C, GRAD(BA_P_FCPB) + l * C, dx,
+                               ACT(A_FCHG) + l * N * F, PAR(BA_P_FCPW) + l * F * C, (int)N, (int)F,
                                C);
             ba_gelu_backward(dfch, ACT(A_FCH) + l * N * F, dfchg, N * F);
             memset(dln, 0, sizeof(ba_real) * NC);
-            ba_linear_backward(dln, GRAD(P_FCW) + l * F * C, GRAD(P_FCB) + l * F, dfch,
-                               ACT(A_LN2) + l * NC, PAR(P_FCW) + l * F * C, (int)N, C, (int)F);
-            ba_layernorm_backward(dx, GRAD(P_LN2W) + l * C, GRAD(P_LN2B) + l * C, dln,
-                                  ACT(A_RES2) + l * NC, PAR(P_LN2W) + l * C,
+            ba_linear_backward(dln, GRAD(BA_P_FCW) + l * F * C, GRAD(BA_P_FCB) + l * F, dfch,
+                               ACT(A_LN2) + l * NC, PAR(BA_P_FCW) + l * F * C, (int)N, C, (int)F);
+            ba_layernorm_backward(dx, GRAD(BA_P_LN2W) + l * C, GRAD(BA_P_LN2B) + l * C, dln,
+                                  ACT(A_RES2) + l * NC, PAR(BA_P_LN2W) + l * C,
                                   ACT(A_LN2M) + l * N, ACT(A_LN2R) + l * N, (int)N, C);
         }
         ba_real *datty = GACT(G_ATTY), *dqkv = GACT(G_QKV);
         memset(datty, 0, sizeof(ba_real) * NC);
         memset(dqkv, 0, sizeof(ba_real) * NC * 3);
-        ba_linear_backward(datty, GRAD(P_PROJW) + (size_t)l * C * C, GRAD(P_PROJB) + l * C, dx,
-                           ACT(A_ATTY) + l * NC, PAR(P_PROJW) + (size_t)l * C * C, (int)N, C, C);
-        const ba_real *J = m->psize[P_J] ? PAR(P_J) + l * JL : NULL;
-        ba_real *dJ = m->psize[P_J] ? GRAD(P_J) + l * JL : NULL;
+        ba_linear_backward(datty, GRAD(BA_P_PROJW) + (size_t)l * C * C, GRAD(BA_P_PROJB) + l * C, dx,
+                           ACT(A_ATTY) + l * NC, PAR(BA_P_PROJW) + (size_t)l * C * C, (int)N, C, C);
+        const ba_real *J = m->psize[BA_P_J] ? PAR(BA_P_J) + l * JL : NULL;
+        ba_real *dJ = m->psize[BA_P_J] ? GRAD(BA_P_J) + l * JL : NULL;
         as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
         as.sctx = m->sctx ? m->sctx + (size_t)l * H : NULL;
         rc = ba_attention_backward(&as, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3, J,
@@ -737,212 +688,18 @@ int ba_model_backward(ba_model *m, char *err)
         if (rc)
             return rc;
         memset(dln, 0, sizeof(ba_real) * NC);
-        ba_linear_backward(dln, GRAD(P_QKVW) + (size_t)l * 3 * C * C, GRAD(P_QKVB) + l * 3 * C,
-                           dqkv, ACT(A_LN1) + l * NC, PAR(P_QKVW) + (size_t)l * 3 * C * C,
+        ba_linear_backward(dln, GRAD(BA_P_QKVW) + (size_t)l * 3 * C * C, GRAD(BA_P_QKVB) + l * 3 * C,
+                           dqkv, ACT(A_LN1) + l * NC, PAR(BA_P_QKVW) + (size_t)l * 3 * C * C,
                            (int)N, C, 3 * C);
-        ba_layernorm_backward(dx, GRAD(P_LN1W) + l * C, GRAD(P_LN1B) + l * C, dln, xin,
-                              PAR(P_LN1W) + l * C, ACT(A_LN1M) + l * N, ACT(A_LN1R) + l * N,
+        ba_layernorm_backward(dx, GRAD(BA_P_LN1W) + l * C, GRAD(BA_P_LN1B) + l * C, dln, xin,
+                              PAR(BA_P_LN1W) + l * C, ACT(A_LN1M) + l * N, ACT(A_LN1R) + l * N,
                               (int)N, C);
     }
-    ba_real *dtok = GRAD(P_TOK), *dpos = GRAD(P_POS);
+    ba_real *dtok = GRAD(BA_P_TOK), *dpos = GRAD(BA_P_POS);
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < C; k++) {
             dtok[(size_t)m->inputs[i] * C + k] += dx[i * C + k];
             dpos[(i % T) * C + k] += dx[i * C + k];
         }
-    return BA_OK;
-}
-
-/* ---------------------------------------------------------- optimiser */
-
-ba_adamw ba_adamw_default(void)
-{
-    ba_adamw o = {0.9, 0.99, 1e-8, 0.1, 1.0};
-    return o;
-}
-
-double ba_lr_schedule(long step, long total, long warmup, double lr_max, double lr_min)
-{
-    if (warmup > 0 && step < warmup)
-        return lr_max * (double)(step + 1) / (double)warmup;
-    if (step >= total)
-        return lr_min;
-    double span = (double)(total - warmup);
-    double frac = span > 0 ? (double)(step - warmup) / span : 1.0;
-    return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(M_PI * frac));
-}
-
-/* One AdamW element update in double; the caller rounds it to ba_real. */
-static void adamw_elem(const ba_adamw *o, double lr, double clip, double wd, double bc1,
-                       double bc2, ba_real p, ba_real g, ba_real m, ba_real v, double *np,
-                       double *nm, double *nv)
-{
-    double gi = g * clip;
-    double mi = o->beta1 * m + (1.0 - o->beta1) * gi;
-    double vi = o->beta2 * v + (1.0 - o->beta2) * gi * gi;
-    double upd = (mi / bc1) / (sqrt(vi / bc2) + o->eps) + wd * p;
-    *nm = mi;
-    *nv = vi;
-    *np = p - lr * upd;
-}
-
-/* x is finite and inside ba_real's range, so the conversion is defined. */
-static int fits_real(double x)
-{
-#ifdef BA_DOUBLE
-    return isfinite(x);
-#else
-    return isfinite(x) && fabs(x) <= FLT_MAX;
-#endif
-}
-
-/* BA_ERR_NUMERIC naming the first gradient tensor that holds a non-finite
- * value (else the first whose squared norm overflows), scanning from the
- * head back to the embeddings: roughly the order backward computes them, so
- * the tensor named is near where the non-finite values arose. */
-static int nonfinite_grad(const ba_model *m, char *err)
-{
-    const ba_real *g = m->mem + m->nparams;
-    for (int t = m->ntensors - 1; t >= 0; t--) {
-        const ba_tensor_info *info = &m->tensors[t];
-        size_t i = first_nonfinite(g + info->offset, info->size);
-        if (i < info->size)
-            return ba_fail(err, BA_ERR_NUMERIC,
-                           "gradient of %s is not finite ([%zu] = %g; the first such tensor from "
-                           "the head back); no update made",
-                           info->name, i, (double)g[info->offset + i]);
-    }
-    for (int t = m->ntensors - 1; t >= 0; t--) {
-        const ba_tensor_info *info = &m->tensors[t];
-        double ts = 0.0;
-        for (size_t i = info->offset; i < info->offset + info->size; i++)
-            ts += (double)g[i] * g[i];
-        if (!isfinite(ts))
-            return ba_fail(err, BA_ERR_NUMERIC,
-                           "gradient of %s is not finite (its squared norm overflows); no "
-                           "update made",
-                           info->name);
-    }
-    return ba_fail(err, BA_ERR_NUMERIC, "the gradient norm is not finite; no update made");
-}
-
-int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, char *err)
-{
-    ba_real *p = m->mem, *g = ba_model_grads(m), *mm = ba_model_adam_m(m), *vv = ba_model_adam_v(m);
-    int nt = ba_model_num_tensors(m);
-    double ss = 0.0;
-    for (int t = 0; t < nt; t++) {
-        const ba_tensor_info info = m->tensors[t];
-        double ts = 0.0;
-        for (size_t i = info.offset; i < info.offset + info.size; i++)
-            ts += (double)g[i] * g[i];
-        if (!isfinite(ts))
-            return nonfinite_grad(m, err);
-        ss += ts;
-    }
-    double norm = sqrt(ss);
-    if (grad_norm)
-        *grad_norm = norm;
-    double clip = (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
-    long step = m->step + 1;
-    double bc1 = 1.0 - pow(o->beta1, (double)step);
-    double bc2 = 1.0 - pow(o->beta2, (double)step);
-    /* Two passes: the first only checks that no parameter or moment would
-     * leave the model's range (a huge rate or decay, or a squared gradient
-     * beyond float), so a refused step changes nothing and a non-finite
-     * value can never reach a checkpoint or a saved training state. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int t = 0; t < nt; t++) {
-            const ba_tensor_info info = m->tensors[t];
-            double wd = info.decay ? o->weight_decay : 0.0;
-            for (size_t i = info.offset; i < info.offset + info.size; i++) {
-                double np, nm, nv;
-                adamw_elem(o, lr, clip, wd, bc1, bc2, p[i], g[i], mm[i], vv[i], &np, &nm, &nv);
-                if (pass == 1) {
-                    p[i] = (ba_real)np, mm[i] = (ba_real)nm, vv[i] = (ba_real)nv;
-                } else if (!fits_real(np) || !fits_real(nm) || !fits_real(nv)) {
-                    const char *what = !fits_real(np)   ? "parameter"
-                                       : !fits_real(nm) ? "first moment"
-                                                        : "second moment";
-                    return ba_fail(err, BA_ERR_NUMERIC,
-                                   "the update would make %s %s[%zu] non-finite (parameter %g, "
-                                   "gradient %g, lr %g); no update made",
-                                   what, info.name, i - info.offset, (double)p[i], (double)g[i],
-                                   lr);
-                }
-            }
-        }
-    m->step = step;
-    /* J's unused entries (j >= k) get no gradient and no decay, so they
-     * stay exactly zero and a checkpoint shows only what the model uses. */
-    return BA_OK;
-}
-
-/* --------------------------------------------------------- evaluation */
-
-int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_result *res,
-                char *err)
-{
-    const ba_config *c = &m->cfg;
-    int T = ba_dataset_block_size(d);
-    if (ba_dataset_task(d) != c->task)
-        return ba_fail(err, BA_ERR_ARG, "dataset task %s does not match the model's task %s",
-                       ba_task_name(ba_dataset_task(d)), ba_task_name(c->task));
-    if (T != c->block_size)
-        return ba_fail(err, BA_ERR_ARG, "dataset block size %d does not match the model's %d", T,
-                       c->block_size);
-    if (ba_dataset_vocab_size(d) != c->vocab_size)
-        return ba_fail(err, BA_ERR_ARG, "dataset vocabulary size %d does not match the model's %d",
-                       ba_dataset_vocab_size(d), c->vocab_size);
-    if (B < 1)
-        return ba_fail(err, BA_ERR_ARG, "evaluation batch size %d must be at least 1", B);
-    int total = ba_dataset_num_eval(d);
-    int n = (max_items <= 0 || max_items >= total) ? total : max_items;
-    int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
-    if (!in || !tg) {
-        free(in), free(tg);
-        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an evaluation batch");
-    }
-    double loss_sum = 0.0;
-    long targets = 0, correct = 0;
-    int rc = BA_OK;
-    /* A fixed stream for the shots of a sampled model, restored after. */
-    ba_rng saved = m->srng;
-    ba_rng_seed(&m->srng, BA_EVAL_SAMPLER_SEED);
-    for (int start = 0; start < n && rc == BA_OK; start += B) {
-        int bs = n - start < B ? n - start : B;
-        for (int k = 0; k < bs; k++) {
-            /* an evenly spaced, deterministic subset when n < total */
-            int idx = (int)((long long)(start + k) * total / n);
-            ba_dataset_eval_item(d, idx, in + (size_t)k * T, tg + (size_t)k * T);
-        }
-        double loss;
-        rc = ba_model_forward(m, in, tg, bs, T, &loss, err);
-        if (rc)
-            break;
-        loss_sum += loss * m->n_targets;
-        targets += m->n_targets;
-        const ba_real *lg = ba_model_logits(m);
-        int O = c->out_size;
-        for (size_t r = 0; r < (size_t)bs * T; r++) {
-            if (tg[r] < 0)
-                continue;
-            const ba_real *x = lg + r * O;
-            int best = 0;
-            for (int o = 1; o < O; o++)
-                if (x[o] > x[best])
-                    best = o;
-            correct += best == tg[r];
-        }
-    }
-    free(in), free(tg);
-    m->srng = saved;
-    if (rc)
-        return rc;
-    res->n_items = n;
-    res->n_targets = targets;
-    res->loss = targets ? loss_sum / targets : 0.0;
-    res->ppl = exp(res->loss);
-    res->accuracy = targets ? (double)correct / targets : 0.0;
     return BA_OK;
 }

@@ -50,3 +50,17 @@ ba_summary ba_paired_diff(const double *a, const double *b, int n, double *work)
         work[i] = a[i] - b[i];
     return ba_summarize(work, n);
 }
+
+void ba_running_add(ba_running *s, double x)
+{
+    if (s->n == 0)
+        s->min = s->max = x;
+    s->n++;
+    double d = x - s->mean;
+    s->mean += d / (double)s->n;
+    s->m2 += d * (x - s->mean);
+    s->min = fmin(s->min, x);
+    s->max = fmax(s->max, x);
+}
+
+double ba_running_sd(const ba_running *s) { return s->n > 1 ? sqrt(s->m2 / (double)(s->n - 1)) : 0.0; }

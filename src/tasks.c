@@ -546,23 +546,29 @@ const uint8_t *ba_dataset_vocab(const ba_dataset *d)
     return d && d->task == BA_TASK_CHARLM ? d->vocab : NULL;
 }
 
-void ba_config_set_data(ba_config *cfg, const ba_dataset *d)
+ba_data_spec ba_data_spec_default(ba_task task)
 {
-    if (!cfg || !d)
+    ba_data_spec d;
+    memset(&d, 0, sizeof d);
+    d.task = task;
+    d.kinds = 1;
+    d.n_heldout = 2000;
+    d.data_seed = 1234;
+    return d;
+}
+
+void ba_dataset_spec(const ba_dataset *d, ba_data_spec *spec)
+{
+    if (!d || !spec)
         return;
-    cfg->task = d->task;
-    cfg->block_size = d->T;
-    cfg->vocab_size = d->vocab_size;
-    /* Clear the table first so a brackets config carries no stale bytes. */
-    memset(cfg->vocab, 0, sizeof cfg->vocab);
+    *spec = ba_data_spec_default(d->task);
     if (d->task == BA_TASK_CHARLM) {
-        memcpy(cfg->vocab, d->vocab, (size_t)d->vocab_size);
-        cfg->out_size = d->vocab_size;
+        spec->vocab_size = d->vocab_size;
+        memcpy(spec->vocab, d->vocab, (size_t)d->vocab_size);
     } else {
-        cfg->out_size = d->T;
-        cfg->kinds = d->kinds;
-        cfg->n_heldout = d->n_heldout_req;
-        cfg->data_seed = d->data_seed;
+        spec->kinds = d->kinds;
+        spec->n_heldout = d->n_heldout_req;
+        spec->data_seed = d->data_seed;
     }
 }
 

@@ -1,5 +1,6 @@
-/* Small shared pieces: status strings, error formatting, the RNG, enum
- * names and the model config's defaults and validation. */
+/* Small shared pieces every other file may use, and which use nothing
+ * else of the library: status strings, error formatting, the RNG, enum
+ * names and the vectorised exponential. */
 #include "internal.h"
 
 #include <math.h>
@@ -90,6 +91,7 @@ double ba_rng_normal(ba_rng *r)
 static const char *const attn_names[] = {"softmax", "sigmoid", "boltzmann", "coupling"};
 static const char *const task_names[] = {"charlm", "brackets"};
 static const char *const engine_names[] = {"reference", "fast"};
+static const char *const head_names[] = {"token", "pointer"};
 
 static int parse_name(const char *s, const char *const *names, int n, int *out,
                       const char *what, char *err)
@@ -111,6 +113,16 @@ static int parse_name(const char *s, const char *const *names, int n, int *out,
 const char *ba_attn_name(ba_attn a) { return (unsigned)a < 4 ? attn_names[a] : "?"; }
 const char *ba_task_name(ba_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
 const char *ba_engine_name(ba_engine e) { return (unsigned)e < 2 ? engine_names[e] : "?"; }
+const char *ba_head_name(ba_head h) { return (unsigned)h < 2 ? head_names[h] : "?"; }
+
+int ba_head_parse(const char *s, ba_head *out, char *err)
+{
+    int v = 0;
+    int rc = parse_name(s, head_names, 2, &v, "head", err);
+    if (rc == BA_OK)
+        *out = (ba_head)v;
+    return rc;
+}
 
 int ba_attn_parse(const char *s, ba_attn *out, char *err)
 {
@@ -146,103 +158,6 @@ int ba_engine_max_spins(ba_engine e)
     case BA_ENGINE_FAST: return BA_FAST_MAX_SPINS;
     }
     return 0;
-}
-
-/* ------------------------------------------------------------- config */
-
-ba_config ba_config_default(ba_task task, ba_attn attn, int block_size)
-{
-    ba_config c;
-    memset(&c, 0, sizeof c);
-    c.task = task;
-    c.attn = attn;
-    c.engine = BA_ENGINE_FAST;
-    c.n_layer = 1;
-    c.n_head = 1;
-    c.n_embd = 64;
-    c.block_size = block_size;
-    c.ffn = 1;
-    c.kinds = 1;
-    c.n_heldout = 2000;
-    c.data_seed = 1234;
-    c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
-    return c;
-}
-
-int ba_config_validate(const ba_config *c, char *err)
-{
-    if (!c)
-        return ba_fail(err, BA_ERR_ARG, "config is NULL");
-    if ((unsigned)c->task > BA_TASK_BRACKETS)
-        return ba_fail(err, BA_ERR_ARG, "task %d is not a known task", (int)c->task);
-    if ((unsigned)c->attn > BA_ATTN_COUPLING)
-        return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)c->attn);
-    if ((unsigned)c->engine > BA_ENGINE_FAST)
-        return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)c->engine);
-    if (c->n_layer < 1 || c->n_layer > 64)
-        return ba_fail(err, BA_ERR_ARG, "n_layer = %d is out of range [1, 64]", c->n_layer);
-    if (c->n_head < 1 || c->n_head > 64)
-        return ba_fail(err, BA_ERR_ARG, "n_head = %d is out of range [1, 64]", c->n_head);
-    if (c->n_embd < 1 || c->n_embd > 8192)
-        return ba_fail(err, BA_ERR_ARG, "n_embd = %d is out of range [1, 8192]", c->n_embd);
-    if (c->n_embd % c->n_head != 0)
-        return ba_fail(err, BA_ERR_ARG, "n_embd = %d is not divisible by n_head = %d", c->n_embd,
-                       c->n_head);
-    if (c->block_size < 1 || c->block_size > BA_MAX_BLOCK)
-        return ba_fail(err, BA_ERR_ARG, "block_size (T) = %d is out of range [1, %d]",
-                       c->block_size, BA_MAX_BLOCK);
-    if (c->vocab_size < 1 || c->vocab_size > 256)
-        return ba_fail(err, BA_ERR_ARG, "vocab_size = %d is out of range [1, 256]", c->vocab_size);
-    if (c->ffn != 0 && c->ffn != 1)
-        return ba_fail(err, BA_ERR_ARG, "ffn = %d must be 0 or 1", c->ffn);
-    if (c->task == BA_TASK_CHARLM && c->out_size != c->vocab_size)
-        return ba_fail(err, BA_ERR_ARG, "out_size = %d must equal vocab_size = %d for charlm",
-                       c->out_size, c->vocab_size);
-    if (c->task == BA_TASK_BRACKETS) {
-        if (c->out_size != c->block_size)
-            return ba_fail(err, BA_ERR_ARG,
-                           "out_size = %d must equal block_size = %d for brackets", c->out_size,
-                           c->block_size);
-        if (c->kinds < 1 || c->kinds > 4)
-            return ba_fail(err, BA_ERR_ARG, "kinds = %d is out of range [1, 4]", c->kinds);
-        if (c->vocab_size != 2 * c->kinds)
-            return ba_fail(err, BA_ERR_ARG, "vocab_size = %d must be 2*kinds = %d for brackets",
-                           c->vocab_size, 2 * c->kinds);
-    }
-    int ising = c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING;
-    char why[BA_ERR_LEN];
-    if (ba_sampler_validate(&c->sampler, why))
-        return ba_fail(err, BA_ERR_ARG, "sampler: %s", why);
-    if (c->sampler.kind != BA_SAMPLER_EXACT && !ising)
-        return ba_fail(err, BA_ERR_ARG,
-                       "the %s sampler applies to boltzmann and coupling attention only, not %s",
-                       ba_sampler_name(c->sampler.kind), ba_attn_name(c->attn));
-    if (ising && c->sampler.kind != BA_SAMPLER_EXACT) {
-        /* Sampled attention never enumerates in the engine: the sampler's
-         * own limit (a state is one 64-bit word; direct and dqa enumerate
-         * 2^T amplitudes) is the only one. */
-        int lim = ba_sampler_max_spins(c->sampler.kind);
-        if (c->block_size > lim)
-            return ba_fail(err, BA_ERR_LIMIT,
-                           "T = %d is too large for %s attention with the %s sampler, which "
-                           "accepts T <= %d",
-                           c->block_size, ba_attn_name(c->attn),
-                           ba_sampler_name(c->sampler.kind), lim);
-    } else if (ising) {
-        int lim = ba_engine_max_spins(c->engine);
-        if (c->block_size > lim && c->engine == BA_ENGINE_FAST)
-            return ba_fail(err, BA_ERR_LIMIT,
-                           "T = %d is too large for exact %s attention: the fast engine would "
-                           "need %.0f MiB for its two 2^T kernels and accepts T <= %d",
-                           c->block_size, ba_attn_name(c->attn),
-                           2.0 * ldexp(1.0, c->block_size) * sizeof(double) / 1048576.0, lim);
-        if (c->block_size > lim)
-            return ba_fail(err, BA_ERR_LIMIT,
-                           "T = %d is too large for exact %s attention: the %s engine enumerates "
-                           "2^T spin states and accepts T <= %d",
-                           c->block_size, ba_attn_name(c->attn), ba_engine_name(c->engine), lim);
-    }
-    return BA_OK;
 }
 
 /* ------------------------------------------------------ exponential */

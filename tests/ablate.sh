@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# ablate: a tiny grid runs, an interrupted grid resumes without rerunning
-# finished cells (the unfinished one, its log torn by the kill, runs again
-# with a clean log), and the summary marks missing runs instead of
-# inventing them. usage: tests/ablate.sh PATH/TO/boltzattn
+# ablate: a tiny grid runs (grid.json, a run record per cell), an
+# interrupted grid resumes without rerunning finished cells (the unfinished
+# one, its log torn by the kill, runs again with a clean log), the summary
+# marks missing runs instead of inventing them, runs of older versions are
+# read and get their record, and --share-from copies the finished runs
+# another grid has with the same settings. The report is tests/report.sh's.
+# usage: tests/ablate.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: ablate.sh PATH/TO/boltzattn}
 . "$(dirname "$0")/lib.sh"
@@ -19,65 +22,31 @@ check "summary has both variants" 'grep -q "| softmax | 2 |" "$G/summary.md" && 
 check "summary names held-out size" 'grep -q "Held-out set: 4 sequences" "$G/summary.md"'
 check "json has 4 runs" '[ "$(grep -c "\"variant\"" "$G/results.json")" = 4 ]'
 check "effects.csv: header and one row per variant" '[ "$(head -1 "$G/effects.csv")" = "task,T,C,ffn,variant,sampler,shots,runs,seeds,mean,sd,pairs,effect,ci_lo,ci_hi,unit,paper" ] && [ "$(tail -n +2 "$G/effects.csv" | wc -l)" = 2 ]'
+check "grid.json records the grid" 'grep -q "\"format\":[[:space:]]*\"boltzattn-grid\"" "$G/grid.json" && grep -q "\"seeds\":[[:space:]]*2" "$G/grid.json"'
+check "a run record per cell, finished" '[ "$(grep -l "\"status\":[[:space:]]*\"finished\"" "$G"/runs/*/run.json | wc -l)" = 4 ]'
 check "effects.csv: softmax has no effect, boltzmann two pairs" 'grep -q "^brackets,6,8,1,softmax,exact,0,2,2,[0-9.]*,[0-9.e-]*,0,,,,points,$" "$G/effects.csv" && grep -q "^brackets,6,8,1,boltzmann,exact,0,2,2,.*,2,[-0-9.e]*,[-0-9.e]*,[-0-9.e]*,points,$" "$G/effects.csv"'
-# the report is generated from these files
-mkdir -p "$TMP/rep" && cp -r "$G" "$TMP/rep/brackets"
-bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report.md" 2>"$TMP/report.err"
-check "report generated" '[ $? = 0 ] && [ ! -s "$TMP/report.err" ]'
-check "report has the verdict row" 'grep -q "^| brackets | 6 | 8 | yes | boltzmann | 2/2 | .* |  | " "$TMP/report.md"'
-check "report has the convergence table" 'grep -q "^| 6 | 8 | yes | 4 | " "$TMP/report.md"'
-# a run copied into a second grid (as share_runs.sh does) counts once in the
-# summed training time
-cp -r "$G" "$TMP/rep/brackets-copy"
-bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report2.md" 2>/dev/null
-check "report counts shared runs once" 'grep -q "^Training time of the 4 distinct finished runs" "$TMP/report2.md"'
-rm -r "$TMP/rep/brackets-copy"
-# the couplings table of the report: the verdict per distance is read off
-# the interval over seeds (hand-made tables with known answers)
-J="$TMP/rep/charlm-T12/couplings"
-mkdir -p "$J"
-printf '%s\n' x/charlm-T12-C32-ffn1-boltzmann-s1/model.safetensors \
-    x/charlm-T12-C32-ffn1-boltzmann-s2/model.safetensors >"$J/runs.txt"
-echo "layer,head,distance,n,mean,sd,min,max" >"$J/distance.csv"
-cat >"$J/distance_runs.csv" <<'CSV'
-distance,runs,mean,sd,ci95_lo,ci95_hi,positive_runs
-1,2,-0.5,0.01,-0.6,-0.4,0
-2,2,0.2,0.01,0.1,0.3,2
-6,2,0.075,0.01,0.05,0.1,2
-7,2,0.0,0.01,-0.1,0.1,1
-8,2,0.2,0.01,0.1,0.3,2
-CSV
-bash "$(dirname "$0")/../tools/report.sh" "$TMP/rep" full "" "$BIN" >"$TMP/report.md" 2>"$TMP/report.err"
-check "couplings section names the cell and its seeds" \
-    'grep -q "in cell \`charlm-T12-C32-ffn1-boltzmann\`, over its 2 seeds" "$TMP/report.md"'
-check "couplings verdicts" '
-    grep -q "^| 1 | -0.5000 | 0.0100 | \[-0.6000, -0.4000\] | 0 of 2 |  | negative (the paper says nothing) |$" "$TMP/report.md" &&
-    grep -q "^| 2 | +0.2000 | .* | 2 of 2 | > 0 | agrees |$" "$TMP/report.md" &&
-    grep -q "^| 6 | .* | < 0 | opposite sign |$" "$TMP/report.md" &&
-    grep -q "^| 7 | .* | < 0 | sign not resolved |$" "$TMP/report.md" &&
-    grep -q "^| 8 | .* | < 0 | opposite sign |$" "$TMP/report.md"'
-rm -r "$TMP/rep/charlm-T12"
 cp "$G/results.csv" "$TMP/before.csv"
 
-# interrupt: one run lost its result (as if killed before writing it), its
-# log torn in the middle of a record
+# interrupt: one run was killed before it finished (its record still says
+# running), its log torn in the middle of a record
 cell="$G/runs/brackets-T6-C8-ffn1-boltzmann-s2"
-rm "$cell/result.json"
+unfinish() { sed -i 's/"status":\(\s*\)"finished"/"status":\1"running"/' "$1/run.json"; }
+unfinish "$cell"
 printf '{"event":"train","step":30,"lo' >>"$cell/metrics.jsonl"
-stamp=$(stat -c %Y "$G/runs/brackets-T6-C8-ffn1-softmax-s1/result.json")
+stamp=$(stat -c %Y "$G/runs/brackets-T6-C8-ffn1-softmax-s1/run.json")
 sleep 1
 "$BIN" ablate "${ARGS[@]}" >"$TMP/out2" 2>"$TMP/err2"
 check "resume exits 0" '[ $? = 0 ]'
 check "resume reports 3 finished" 'grep -q "4 runs in the grid, 3 already finished" "$TMP/err2"'
 check "resume ran exactly one run" '[ "$(grep -c "^\[" "$TMP/err2")" = 1 ]'
-check "finished runs untouched" '[ "$(stat -c %Y "$G/runs/brackets-T6-C8-ffn1-softmax-s1/result.json")" = "$stamp" ]'
+check "finished runs untouched" '[ "$(stat -c %Y "$G/runs/brackets-T6-C8-ffn1-softmax-s1/run.json")" = "$stamp" ]'
 check "resumed results identical but for wall time (same seed, same build)" 'diff <(cut -d, -f1-14 "$TMP/before.csv") <(cut -d, -f1-14 "$G/results.csv") >/dev/null'
 check "the rerun cell's log holds whole records only" 'awk "!/^{.*}\$/ { exit 1 }" "$cell/metrics.jsonl" && [ -z "$(tail -c 1 "$cell/metrics.jsonl")" ]'
 env PATH=/nonexistent "$BIN" plot "$G" >"$TMP/plot.out" 2>&1
 check "plot of the grid exits 0 without warnings" '[ $? = 0 ] && ! grep -q warning "$TMP/plot.out"'
 
 # missing: the summary says so and invents nothing
-rm "$cell/result.json"
+unfinish "$cell"
 "$BIN" ablate "${ARGS[@]}" --summary-only >/dev/null 2>&1
 check "summary-only exits 0" '[ $? = 0 ]'
 check "3 rows after removal" '[ "$(tail -n +2 "$G/results.csv" | wc -l)" = 3 ]'
@@ -92,7 +61,7 @@ check "sampled grid: dqa option without dqa is exit 2" '[ $? = 2 ] && grep -q "d
 "$BIN" ablate "${ARGS[@]}" --sampler exact,direct --shots 8,16 >"$TMP/out3" 2>"$TMP/err3"
 check "sampled grid exits 0" '[ $? = 0 ]'
 check "sampled grid: 8 runs, 3 finished (exact names unchanged)" 'grep -q "8 runs in the grid, 3 already finished" "$TMP/err3"'
-check "sampled cell names" '[ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s1-direct-S8/result.json" ] && [ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s2-direct-S16/result.json" ]'
+check "sampled cell names" '[ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s1-direct-S8/run.json" ] && [ -f "$G/runs/brackets-T6-C8-ffn1-boltzmann-s2-direct-S16/run.json" ]'
 check "no sampled softmax cells" '! ls "$G/runs" | grep -q "softmax-s.-direct"'
 check "csv has sampler and shots columns" 'head -1 "$G/results.csv" | grep -q ",wall_s,sampler,shots,exact_value$"'
 check "exact rows: sampler exact, shots 0" '[ "$(grep -c ",exact,0,$" "$G/results.csv")" = 4 ]'
@@ -127,14 +96,14 @@ prior=$(LC_ALL=C grep -ao '"train_s":"[0-9.]*"' "$lc/state.safetensors" | grep -
 check "continued cell exits 0" '[ $? = 0 ]'
 check "cell continues from its save point" 'grep -q "brackets-T6-C8-ffn1-softmax-s1 continues from its last save point" "$TMP/err6"'
 # the run's training time counts both calls: the state's figure at the
-# stop plus the second call's, in the log and in result.json
+# stop plus the second call's, in the log and in the run record
 fin=$(grep '"event":"final"' "$lc/metrics.jsonl")
 num() { grep -o "\"$1\":[0-9.]*" <<<"$fin" | cut -d: -f2; }
-wall=$(grep -o '"wall_s":[[:space:]]*[0-9.]*' "$lc/result.json" | grep -o '[0-9.]*$')
+wall=$(grep -o '"train_s":[[:space:]]*[0-9.]*' "$lc/run.json" | grep -o '[0-9.]*$')
 check "the stopped call's training time is in the state" 'awk -v p="$prior" "BEGIN { exit !(p > 0) }"'
 check "train_s_total = time before the stop + this call's" \
     'awk -v p="$prior" -v c="$(num train_s)" -v t="$(num train_s_total)" "BEGIN { d = t - p - c; exit !(d > -0.002 && d < 0.002) }"'
-check "result.json wall_s is the total" 'awk -v w="$wall" -v t="$(num train_s_total)" "BEGIN { d = w - t; exit !(d > -0.001 && d < 0.001) }"'
+check "run.json train_s is the total" 'awk -v w="$wall" -v t="$(num train_s_total)" "BEGIN { d = w - t; exit !(d > -0.001 && d < 0.001) }"'
 # a state saved before the time was kept: the log's figure stands in (the
 # last elapsed_s of the stopped call)
 stop_after_save "$TMP/legacy"
@@ -164,14 +133,14 @@ for _ in $(seq 1 100); do grep -q '"event":"train"' "$held/metrics.jsonl" 2>/dev
 "$BIN" ablate "${K[@]}" >/dev/null 2>"$TMP/errlk"
 check "grid with a held cell exits 0" '[ $? = 0 ]'
 check "held cell skipped and named" 'grep -q "^brackets-T6-C8-ffn1-boltzmann-s1 is being trained by another process: skipped$" "$TMP/errlk"'
-check "held cell not trained, its lock left alone" '[ ! -e "$held/result.json" ] && [ "$(cat "$held/.lock")" = $holder ]'
-check "the free cell trained, its lock released" '[ -f "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/result.json" ] && [ ! -e "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/.lock" ]'
+check "held cell not trained, its lock left alone" '! grep -q finished "$held/run.json" && [ "$(cat "$held/.lock")" = $holder ]'
+check "the free cell trained, its lock released" 'grep -q finished "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/run.json" && [ ! -e "$TMP/lk/runs/brackets-T6-C8-ffn1-softmax-s1/.lock" ]'
 check "summary marks the held cell missing" 'grep -q "| boltzmann | 0 of 1 (missing seeds 1) |" "$TMP/lk/summary.md"'
 kill -INT $holder
 wait $holder
 echo 999999999 >"$held/.lock" # as a killed process leaves it
 "$BIN" ablate "${K[@]}" >/dev/null 2>"$TMP/errlk2"
-check "stale lock taken over: the cell trains" 'grep -q "2 runs in the grid, 1 already finished" "$TMP/errlk2" && [ -f "$held/result.json" ] && ! grep -q "skipped" "$TMP/errlk2" && [ ! -e "$held/.lock" ]'
+check "stale lock taken over: the cell trains" 'grep -q "2 runs in the grid, 1 already finished" "$TMP/errlk2" && grep -q finished "$held/run.json" && ! grep -q "skipped" "$TMP/errlk2" && [ ! -e "$held/.lock" ]'
 
 # two ablate processes side by side on one grid: every cell trains once in
 # all (each process skips the cells the other holds or has finished)
@@ -210,43 +179,49 @@ check "T beyond the sampler is exit 2" '[ $? = 2 ]'
 "$BIN" ablate --task brackets --out "$TMP/x" --attn boltzmann --sampler gibbs --shots 4 >/dev/null 2>&1
 check "gibbs chains above the shots is exit 2" '[ $? = 2 ]'
 [ ! -e "$TMP/x" ] && pass=$((pass + 1)) || { failed=$((failed + 1)); echo "FAIL: a refused grid created its directory"; }
+"$BIN" ablate --task brackets --out "$TMP/x" --T "6," >/dev/null 2>&1
+check "a list with an empty item is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --T 6,6 >/dev/null 2>&1
+check "a repeated T is exit 2" '[ $? = 2 ]'
+"$BIN" ablate --task brackets --out "$TMP/x" --attn "softmax,,boltzmann" >/dev/null 2>&1
+check "an empty variant is exit 2" '[ $? = 2 ]'
 
-# tools/share_runs.sh: a cell shared between grids is copied only when
-# finished, and an interrupted copy at the destination is replaced whole,
-# never merged (a stale save point once survived beside a copied result)
-S="$TMP/share"
-mkdir -p "$S/src/done1" "$S/src/done2" "$S/src/partial" "$S/dst/done1" "$S/dst/done2"
-for f in result.json model.safetensors; do echo new >"$S/src/done1/$f"; echo new >"$S/src/done2/$f"; done
-echo new >"$S/src/partial/model.safetensors"
-echo stale >"$S/dst/done1/model.safetensors"           # interrupted: no result.json
-echo kept >"$S/dst/done2/result.json"                   # finished: left alone
-bash "$(dirname "$0")/../tools/share_runs.sh" "$S"/src/* "$S"/src/nomatch-* "$S/dst"
-check "share_runs exit status" '[ $? = 0 ]'
-check "share_runs replaced the interrupted copy whole" \
-    '[ "$(cat "$S/dst/done1/model.safetensors")" = new ] && [ -f "$S/dst/done1/result.json" ]'
-check "share_runs kept the finished destination run" \
-    '[ "$(cat "$S/dst/done2/result.json")" = kept ] && [ ! -e "$S/dst/done2/model.safetensors" ]'
-check "share_runs copied an unfinished run" '[ ! -e "$S/dst/partial" ]'
 
-# the report's convergence overview, on hand-made logs with known answers:
-# brackets evaluated at steps 100 and 200 of 300 (70 % is nearest the last
-# evaluation, so the one before it is compared): +10 points, still
-# improving; charlm at 700 and 1000 of 1000: +0.2 % of perplexity, flat;
-# an unfinished run (no result.json) is left out
-R="$TMP/conv"
-run() { mkdir -p "$R/$1/runs/$2"; printf '%s\n' "${@:3}" >"$R/$1/runs/$2/metrics.jsonl"; echo '{}' >"$R/$1/runs/$2/result.json"; }
-run brackets brackets-T6-C8-ffn1-softmax-s1 '{"event":"config","config":{"steps":300}}' \
-    '{"event":"eval","step":100,"val_ppl":2,"val_acc":0.5}' '{"event":"eval","step":200,"val_ppl":2,"val_acc":0.6}'
-run charlm charlm-T4-C8-ffn1-softmax-s1 '{"event":"config","config":{"steps":1000}}' \
-    '{"event":"eval","step":700,"val_ppl":10,"val_acc":0}' '{"event":"eval","step":1000,"val_ppl":10.02,"val_acc":0}'
-run charlm charlm-T4-C8-ffn1-boltzmann-s1 '{"event":"config","config":{"steps":1000}}' \
-    '{"event":"eval","step":700,"val_ppl":10,"val_acc":0}' '{"event":"eval","step":1000,"val_ppl":5,"val_acc":0}'
-rm "$R/charlm/runs/charlm-T4-C8-ffn1-boltzmann-s1/result.json"
-bash "$(dirname "$0")/../tools/report.sh" "$R" quick "" "$BIN" >"$TMP/conv.md" 2>"$TMP/conv.err"
-check "convergence overview: brackets still improving" \
-    'grep -q "^| brackets | 1 | accuracy points | T = 6, C = 8, with FFN | +10.00 | 100 -> 200 | still improving |$" "$TMP/conv.md"'
-check "convergence overview: charlm flat, unfinished run left out" \
-    'grep -q "^| charlm | 1 | % of perplexity | T = 4, C = 8, with FFN | +0.20 | 700 -> 1000 | flat |$" "$TMP/conv.md"'
+# --share-from: the finished runs of another grid with the same config and
+# settings fill this grid's cells (copied, byte for byte); one of other
+# settings is not taken; an interrupted run at a cell's name is replaced
+# whole. The cells it cannot fill are trained.
+H="$TMP/share"
+"$BIN" ablate --task brackets --attn softmax,boltzmann --T 6,8 --embd 8 --seeds 2 --steps 40 --batch 16 \
+    --out "$H" --share-from "$G" --summary-only >/dev/null 2>&1
+check "summary-only shares nothing" '[ -z "$(ls "$H/runs")" ]'
+mkdir -p "$H/runs/brackets-T6-C8-ffn1-softmax-s1"
+echo stale >"$H/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors"
+"$BIN" ablate --task brackets --attn softmax,boltzmann --T 6,8 --embd 8 --seeds 2 --steps 40 --batch 16 \
+    --out "$H" --share-from "$G" --share-from "$TMP/long" >/dev/null 2>"$TMP/errsh"
+check "shared grid exits 0" '[ $? = 0 ]'
+check "the 4 finished T = 6 runs copied (the stale one replaced)" 'grep -q "4 finished runs copied from $G" "$TMP/errsh" && [ -f "$H/runs/brackets-T6-C8-ffn1-softmax-s1/run.json" ]'
+check "the T = 8 cells trained" '[ "$(grep -c "^\[" "$TMP/errsh")" = 4 ]'
+check "a copy is byte for byte" 'cmp -s "$G/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors" "$H/runs/brackets-T6-C8-ffn1-softmax-s1/model.safetensors"'
+check "a run of other settings is not taken" '! grep -q "from $TMP/long" "$TMP/errsh"'
+
+# a finished run of other settings where a cell would go is not overwritten
+"$BIN" ablate --task brackets --attn softmax,boltzmann --T 6 --embd 8 --seeds 2 --steps 50 --batch 16 \
+    --out "$G" >/dev/null 2>"$TMP/errfo"
+check "a foreign finished run is refused, exit 2" '[ $? = 2 ] && grep -q "holds a finished run that is not this grid.s cell" "$TMP/errfo"'
+
+# a run of an older version: result.json and the log's config record; it
+# counts as finished and gets its run record, with the same result
+O="$TMP/old"
+cp -r "$G" "$O"
+oc="$O/runs/brackets-T6-C8-ffn1-softmax-s1"
+acc=$(grep -o '"val_acc":[[:space:]]*[0-9.e-]*' "$oc/run.json" | head -1 | grep -o '[0-9.e-]*$')
+rm "$oc/run.json"
+printf '{"task":"brackets","variant":"softmax","T":6,"C":8,"ffn":1,"seed":1,"steps":40,"metric":"accuracy","value":%s,"val_loss":1,"val_ppl":2.7,"val_acc":%s,"items":4,"targets":9,"wall_s":0.5}\n' "$acc" "$acc" >"$oc/result.json"
+"$BIN" ablate "${ARGS[@]/$G/$O}" --summary-only >/dev/null 2>"$TMP/errold"
+check "older run read and upgraded" 'grep -q "1 run of an older version got run.json" "$TMP/errold" && grep -q finished "$oc/run.json" && [ -f "$oc/result.json" ]'
+check "older run counted" 'grep -q "| softmax | 2 |" "$O/summary.md"'
+check "older run's result kept" 'grep -q "\"val_acc\":[[:space:]]*$acc" "$oc/run.json"'
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tests of the analysis subcommands: `couplings` on a tiny trained model
-# (file contents, row counts, refusal of a softmax checkpoint) and `plot` on
-# a hand-made ablation directory (.dat files, PNGs when gnuplot is
-# installed, the message and exit 0 when it is not, exit 2 on bad input).
+# (file contents, row counts, couplings.json, a grid's cell, refusal of a
+# softmax checkpoint) and `plot` on a hand-made ablation directory of run
+# records (.dat files, PNGs when gnuplot is installed, the message and exit
+# 0 when it is not, exit 2 on bad input).
 # Passes with or without gnuplot.
 # usage: tests/analysis.sh PATH/TO/boltzattn
 set -u
@@ -43,6 +44,13 @@ m1=$(awk -F, 'NR > 1 && $2 == $1 + 1 { s += $3; n++ } END { printf "%.4f", s / n
 d1=$(awk -F, '$1 == "all" && $3 == 1 { printf "%.4f", $5 }' "$C/distance.csv")
 check '[ "$m1" = "$d1" ]' "mean J at distance 1: distance.csv $d1, J_l0_h0.csv $m1"
 check '[ -f "$C/J_heatmap_l0_h0.gp" ] && [ -f "$C/J_vs_distance.gp" ]' "gnuplot scripts not kept"
+# couplings.json: the cell from the checkpoint's config, the run, the means
+check 'grep -q "\"cell\":[[:space:]]*\"brackets-T6-C16-ffn1-boltzmann\"" "$C/couplings.json" &&
+       grep -q "\"run\":[[:space:]]*\"m\"" "$C/couplings.json" && ! grep -q over_runs "$C/couplings.json"' \
+    "couplings.json lacks the cell or the run, or has over_runs for one run"
+j1=$(tr -d '\n\t ' <"$C/couplings.json" | grep -o '"n":5,"mean":[-0-9.e]*' | head -1 | cut -d: -f3)
+check 'awk -v a="$j1" -v b="$d1" "BEGIN { exit !(a - b < 5e-5 && b - a < 5e-5) }"' \
+    "couplings.json mean at distance 1 ($j1) differs from distance.csv ($d1)"
 if [ $GNUPLOT = 1 ]; then
     check 'png_ok "$C/J_heatmap_l0_h0.png" && png_ok "$C/J_vs_distance.png"' "coupling plots missing or not PNG"
 fi
@@ -58,7 +66,7 @@ check '[ "$(rows "$TMP/c2/J_l0_h0.csv")" = $((T * (T - 1) / 2)) ] && [ ! -e "$TM
 expect 0 "" -- "$BIN" train --task brackets --attn softmax --T 4 --embd 16 --steps 2 --batch 4 \
     --quiet --out "$TMP/s"
 expect 2 "softmax model: it has no couplings J" -- "$BIN" couplings --ckpt "$TMP/s/model.safetensors" --out "$TMP/cs"
-expect 2 "option '--ckpt' is required" -- "$BIN" couplings --out "$TMP/cx"
+expect 2 "option '--ckpt' (or '--grid') is required" -- "$BIN" couplings --out "$TMP/cx"
 expect 2 "" -- "$BIN" couplings --ckpt "$TMP/missing.safetensors" --out "$TMP/cx"
 expect 0 "--ckpt" -- "$BIN" couplings --help
 
@@ -100,35 +108,52 @@ expect 2 "does not match" -- "$BIN" couplings --ckpt "$TMP/m/model.safetensors" 
 expect 2 "softmax model" -- "$BIN" couplings --ckpt "$TMP/m/model.safetensors" \
     --ckpt "$TMP/s/model.safetensors" --out "$TMP/cx"
 
+# --grid: the grid's exact boltzmann cell with the largest T (with the FFN),
+# over its finished seeds that kept their checkpoint
+GR="$TMP/gr"
+"$BIN" ablate --task brackets --attn softmax,boltzmann --T 4,6 --embd 8 --seeds 2 --steps 20 --batch 8 \
+    --out "$GR" >/dev/null 2>&1
+expect 0 "couplings of 2 runs" -- "$BIN" couplings --grid "$GR"
+check 'grep -q "\"cell\":[[:space:]]*\"brackets-T6-C8-ffn1-boltzmann\"" "$GR/couplings/couplings.json" &&
+       grep -q over_runs "$GR/couplings/couplings.json"' "--grid did not take the T = 6 boltzmann cell"
+rm "$GR/runs/brackets-T6-C8-ffn1-boltzmann-s2/model.safetensors"
+expect 0 "couplings of $GR/runs/brackets-T6-C8-ffn1-boltzmann-s1/model.safetensors" -- \
+    "$BIN" couplings --grid "$GR" --out "$TMP/g1"
+expect 2 "has no finished exact boltzmann run with its checkpoint" -- "$BIN" couplings --grid "$TMP/abl-none"
+expect 2 "exclude each other" -- "$BIN" couplings --grid "$GR" --ckpt "$TMP/m/model.safetensors"
+expect 2 "--prefer-C needs --grid" -- "$BIN" couplings --ckpt "$TMP/m/model.safetensors" --prefer-C 8
+
 # ----------------------------------------------------------------- plot
 A="$TMP/abl"
-mkdir -p "$A"
-{
-    echo "task,variant,T,C,ffn,seed,steps,metric,value,val_loss,val_ppl,val_acc,items,targets,wall_s"
-    for v in softmax boltzmann; do
-        for t in 4 8; do
-            for s in 1 2; do
-                acc=$(awk -v t=$t -v s=$s -v v=$v 'BEGIN { printf "%.4f", 0.95 - 0.02 * t + 0.01 * s + (v == "boltzmann") * 0.02 }')
-                echo "brackets,$v,$t,32,1,$s,100,accuracy,$acc,0.3,1.35,$acc,400,1600,1.5"
-            done
-        done
-    done
-} >"$A/results.csv"
-mkrun() { # mkrun NAME VARIANT SEED: a metrics.jsonl with two evals and a final
-    mkdir -p "$A/runs/$1"
-    cat >"$A/runs/$1/metrics.jsonl" <<EOF
-{"event":"config","config":{"task":"brackets","attn":"$2","engine":"fast","n_layer":1,"n_head":1,"n_embd":32,"block_size":8,"ffn":true},"train":{"seed":"$3"},"params":100}
+# record NAME VARIANT T C SEED ACC [STATUS]: a run directory with its run
+# record (run.json) and a log with two evaluations and a final one
+record() {
+    local d="$A/runs/$1" status=${7:-finished}
+    mkdir -p "$d"
+    local cfg="{\"task\":\"brackets\",\"attn\":\"$2\",\"engine\":\"fast\",\"n_layer\":1,\"n_head\":1,\"n_embd\":$4,\"block_size\":$3,\"vocab_size\":2,\"head\":\"pointer\",\"out_size\":$3,\"ffn\":true,\"kinds\":1,\"n_heldout\":2000,\"data_seed\":\"1234\",\"sampler\":{\"kind\":\"exact\"}}"
+    local tr="{\"steps\":100,\"batch\":8,\"lr\":0.003,\"min_lr\":0.0003,\"warmup\":5,\"weight_decay\":0.1,\"beta1\":0.9,\"beta2\":0.99,\"clip\":1,\"j_init_std\":0,\"seed\":\"$5\",\"eval_every\":10,\"eval_items\":64,\"log_every\":10,\"save_every\":10,\"threads\":1}"
+    printf '{"format":"boltzattn-run","version":1,"status":"%s","step":100,"train_s":1.5,"params":100,"config":%s,"train":%s,"result":{"val_loss":0.3,"val_ppl":1.35,"val_acc":%s,"items":400,"targets":1600}}\n' \
+        "$status" "$cfg" "$tr" "$6" >"$d/run.json"
+    cat >"$d/metrics.jsonl" <<EOF
+{"event":"config","config":$cfg,"train":$tr,"params":100}
 {"event":"train","step":10,"loss":0.9}
-{"event":"eval","step":10,"val_loss":0.8,"val_ppl":2.2,"val_acc":0.6$3,"items":64}
-{"event":"eval","step":20,"val_loss":0.6,"val_ppl":1.8,"val_acc":0.7$3,"items":64}
-{"event":"final","step":30,"val_loss":0.5,"val_ppl":1.6,"val_acc":0.8$3,"items":400,"targets":1600,"train_s":1.0,"steps_per_s":30}
+{"event":"eval","step":10,"val_loss":0.8,"val_ppl":2.2,"val_acc":0.6$5,"items":64}
+{"event":"eval","step":20,"val_loss":0.6,"val_ppl":1.8,"val_acc":0.7$5,"items":64}
+{"event":"final","step":30,"val_loss":0.5,"val_ppl":1.6,"val_acc":0.8$5,"items":400,"targets":1600,"train_s":1.0,"steps_per_s":30}
 EOF
 }
-mkrun brackets-softmax-T8-s1 softmax 1
-mkrun brackets-softmax-T8-s2 softmax 2
-mkrun brackets-boltzmann-T8-s1 boltzmann 1
-mkrun brackets-boltzmann-T8-s2 boltzmann 2
-expect 0 "8 runs in 4 groups" -- "$BIN" plot "$A"
+mkdir -p "$A"
+for v in softmax boltzmann; do
+    for t in 4 8; do
+        for s in 1 2; do
+            acc=$(awk -v t=$t -v s=$s -v v=$v 'BEGIN { printf "%.4f", 0.95 - 0.02 * t + 0.01 * s + (v == "boltzmann") * 0.02 }')
+            record "brackets-T$t-C32-$v-s$s" $v $t 32 $s $acc
+        done
+    done
+done
+# only the T = 8 runs' logs make learning curves
+for d in "$A"/runs/*-T4-*; do rm "$d/metrics.jsonl"; done
+expect 0 "$A: 8 runs in 4 groups" -- "$BIN" plot "$A"
 P="$A/plots"
 check '[ -f "$P/summary.dat" ] && [ "$(grep -vc "^#" "$P/summary.dat")" = 4 ]' "summary.dat lacks 4 groups"
 check '[ -f "$P/brackets_C32_ffn1_vs_T.dat" ]' "brackets_C32_ffn1_vs_T.dat missing"
@@ -148,18 +173,19 @@ if [ $GNUPLOT = 1 ]; then
     check 'png_ok "$A/acc_vs_T.png" && png_ok "$A/learning_curves.png"' "acc_vs_T.png or learning_curves.png missing"
     check '[ ! -e "$A/ppl_vs_T.png" ]' "ppl_vs_T.png without charlm results"
 fi
-# a second width at T=4 gives width_T4.png (and the vs-T plot moves to C=64)
-echo "brackets,softmax,4,64,1,1,100,accuracy,0.95,0.3,1.3,0.95,400,1600,1.5" >>"$A/results.csv"
-echo "brackets,softmax,4,64,1,2,100,accuracy,,,,,,," >>"$A/results.csv" # a failed run: no value
-expect 0 "1 without a value left out" -- "$BIN" plot "$A"
+# a second width at T=4 gives width_T4.png (and the vs-T plot moves to C=64);
+# an unfinished run is no result
+record brackets-T4-C64-softmax-s1 softmax 4 64 1 0.95
+rm "$A/runs/brackets-T4-C64-softmax-s1/metrics.jsonl"
+record brackets-T4-C64-softmax-s2 softmax 4 64 2 0.5 running
+rm "$A/runs/brackets-T4-C64-softmax-s2/metrics.jsonl"
+expect 0 "$A: 9 runs in 5 groups" -- "$BIN" plot "$A"
 check '[ -f "$P/brackets_T4_ffn1_vs_C.dat" ] && [ -f "$P/width_T4.gp" ] && [ ! -e "$P/width_T8.gp" ]' \
     "width files for T=4 only"
 [ $GNUPLOT = 1 ] && check 'png_ok "$A/width_T4.png"' "width_T4.png missing"
 # --curves-T / --curves-C choose the learning curves' cell (a T = 4 run
 # joins the T = 8 runs; by default the largest T is drawn)
-mkdir -p "$A/runs/brackets-softmax-T4-s1"
-sed 's/"block_size":8/"block_size":4/' "$A/runs/brackets-softmax-T8-s1/metrics.jsonl" \
-    >"$A/runs/brackets-softmax-T4-s1/metrics.jsonl"
+cp "$A/runs/brackets-T8-C32-softmax-s1/metrics.jsonl" "$A/runs/brackets-T4-C32-softmax-s1/"
 rm -rf "$P"
 expect 0 "" -- "$BIN" plot "$A" --curves-T 4
 check '[ -f "$P/curves_brackets_T4_C32_ffn1.dat" ] && [ ! -e "$P/curves_brackets_T8_C32_ffn1.dat" ] &&
@@ -172,7 +198,7 @@ expect 2 "no runs with learning curves at T=8 C=16" -- "$BIN" plot "$A" --curves
 check '[ ! -e "$P" ]' "a refused plot wrote its directory"
 expect 2 "'--curves-T' needs a value" -- "$BIN" plot "$A" --curves-T
 expect 2 "--curves-C: 0 is out of range" -- "$BIN" plot "$A" --curves-C 0
-rm -r "$A/runs/brackets-softmax-T4-s1"
+rm "$A/runs/brackets-T4-C32-softmax-s1/metrics.jsonl"
 # plots/ is plot's own: an earlier call's .dat/.gp files go, other files stay
 mkdir -p "$P"
 echo old >"$P/curves_brackets_T99_C1_ffn1.dat"
@@ -190,8 +216,8 @@ check '[ -z "$(find "$TMP" -name "*.tmp")" ]' "temporary output files left behin
 # without a warning; a damaged line inside the log is reported and skipped.
 R="$TMP/torn"
 mkdir -p "$R"
-cp -r "$A/results.csv" "$A/runs" "$R/"
-printf '{"event":"eval","step":40,"val_loss":0.4,"val_ac' >>"$R/runs/brackets-softmax-T8-s1/metrics.jsonl"
+cp -r "$A/runs" "$R/"
+printf '{"event":"eval","step":40,"val_loss":0.4,"val_ac' >>"$R/runs/brackets-T8-C32-softmax-s1/metrics.jsonl"
 out=$(env PATH=/nonexistent "$BIN" plot "$R" 2>&1)
 rc=$?
 check '[ $rc = 0 ]' "plot with a torn last record exited $rc: $out"
@@ -199,29 +225,41 @@ check '! grep -q "warning" <<<"$out"' "a torn last record was warned about: $out
 check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ] &&
        ! grep -q "^40 " "$R/plots/curves_brackets_T8_C32_ffn1.dat"' \
     "a torn last record changed the learning curves"
-sed -i '3a {"event":"eval","step":15,"val_lo' "$R/runs/brackets-boltzmann-T8-s1/metrics.jsonl"
-expect 0 "brackets-boltzmann-T8-s1/metrics.jsonl:4: not JSON, line skipped" -- \
+sed -i '3a {"event":"eval","step":15,"val_lo' "$R/runs/brackets-T8-C32-boltzmann-s1/metrics.jsonl"
+expect 0 "brackets-T8-C32-boltzmann-s1/metrics.jsonl:4: not JSON, line skipped" -- \
     env PATH=/nonexistent "$BIN" plot "$R"
 check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ]' \
     "a damaged middle line changed the learning curves"
+# a charlm learning curve within a decade of perplexity (9.6 to 7.0) on its
+# log axis: five or more labelled tics at one round step, not one label
+LM="$TMP/lm"
+d="$LM/runs/charlm-T4-C8-softmax-s1"
+mkdir -p "$d"
+cfg='{"task":"charlm","attn":"softmax","engine":"fast","n_layer":1,"n_head":1,"n_embd":8,"block_size":4,"vocab_size":3,"head":"token","out_size":3,"ffn":true,"kinds":1,"n_heldout":20,"data_seed":"1234","vocab":[97,98,99],"sampler":{"kind":"exact"}}'
+tr='{"steps":30,"batch":8,"lr":0.003,"min_lr":0.0003,"warmup":5,"weight_decay":0.1,"beta1":0.9,"beta2":0.99,"clip":1,"j_init_std":0,"seed":"1","eval_every":10,"eval_items":64,"log_every":10,"save_every":10,"threads":1}'
+printf '{"format":"boltzattn-run","version":1,"status":"finished","step":30,"train_s":1,"params":100,"config":%s,"train":%s,"result":{"val_loss":1.95,"val_ppl":7.0,"val_acc":0.3,"items":20,"targets":80}}\n' "$cfg" "$tr" >"$d/run.json"
+printf '{"event":"config","config":%s,"train":%s,"params":100}\n' "$cfg" "$tr" >"$d/metrics.jsonl"
+printf '{"event":"eval","step":%d,"val_loss":2,"val_ppl":%s,"val_acc":0.3,"items":64}\n' 10 9.6 20 8.0 >>"$d/metrics.jsonl"
+echo '{"event":"final","step":30,"val_loss":1.95,"val_ppl":7.0,"val_acc":0.3,"items":20,"targets":80,"train_s":1,"steps_per_s":30}' >>"$d/metrics.jsonl"
+expect 0 "" -- env PATH=/nonexistent "$BIN" plot "$LM"
+tics=$(grep "^set ytics (" "$LM/plots/learning_curves.gp" 2>/dev/null | tr -cd , | wc -c)
+check '[ "$tics" -ge 4 ] && [ "$tics" -le 10 ]' "learning_curves.gp: $((tics + 1)) y tics for 7.0 to 9.6, expected 5 to 11"
+check 'grep -q "^set ytics (7, 7.5, 8, 8.5, 9, 9.5)" "$LM/plots/learning_curves.gp"' \
+    "learning_curves.gp: expected tics 7 to 9.5 in steps of 0.5"
 # bad input: exit 2 naming the file and line
 expect 2 "$TMP/nope" -- "$BIN" plot "$TMP/nope"
 expect 2 "required" -- "$BIN" plot
 mkdir -p "$TMP/empty"
-expect 2 "$TMP/empty/results.csv" -- "$BIN" plot "$TMP/empty"
+expect 2 "no finished runs with a run record under $TMP/empty/runs" -- "$BIN" plot "$TMP/empty"
+# a damaged run record: named in a warning, the run left out
 B="$TMP/bad"
-mkdir -p "$B"
-head -3 "$A/results.csv" >"$B/results.csv"
-echo "brackets,softmax,8,32,1,1,100,accuracy" >>"$B/results.csv"
-expect 2 "$B/results.csv:4:" -- "$BIN" plot "$B"
-head -3 "$A/results.csv" >"$B/results.csv"
-echo "brackets,softmax,8,32,1,1,100,accuracy,high,0.3,1.3,0.9,400,1600,1.5" >>"$B/results.csv"
-expect 2 "$B/results.csv:4: value 'high' is not a number" -- "$BIN" plot "$B"
-echo "task,variant,T" >"$B/results.csv"
-expect 2 "$B/results.csv:1: the header lacks column 'C'" -- "$BIN" plot "$B"
-head -1 "$A/results.csv" >"$B/results.csv"
-echo "brackets,softmax,8,32,1,1,100,accuracy,87,0.3,1.3,0.9,400,1600,1.5" >>"$B/results.csv"
-expect 2 "not a fraction" -- "$BIN" plot "$B"
+mkdir -p "$B/runs"
+cp -r "$A/runs/brackets-T8-C32-softmax-s1" "$A/runs/brackets-T8-C32-softmax-s2" "$B/runs/"
+echo '{"format":"boltzattn-run","status":"finished"' >"$B/runs/brackets-T8-C32-softmax-s2/run.json"
+expect 0 "brackets-T8-C32-softmax-s2/run.json is not a JSON object; run left out" -- \
+    env PATH=/nonexistent "$BIN" plot "$B"
+sed -i 's/"block_size":8/"block_size":-3/' "$B/runs/brackets-T8-C32-softmax-s1/run.json"
+expect 2 "no finished runs" -- env PATH=/nonexistent "$BIN" plot "$B"
 expect 0 "usage:" -- "$BIN" plot --help
 
 echo "$pass passed, $failed failed"

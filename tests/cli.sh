@@ -31,6 +31,9 @@ expect 2 "unknown engine 'quantum'" -- "$BIN" train --engine quantum
 expect 2 "cannot read data file $TMP/nope.txt" -- "$BIN" train --task charlm --data "$TMP/nope.txt" --out "$TMP/x"
 expect 2 "option '--ckpt' is required" -- "$BIN" eval
 expect 2 "No such file" -- "$BIN" eval --ckpt "$TMP/missing.safetensors"
+# a FIFO as a checkpoint is refused at once, not waited on for a writer
+mkfifo "$TMP/fifo.safetensors"
+expect 2 "is not a regular file" -- timeout 10 "$BIN" eval --ckpt "$TMP/fifo.safetensors"
 printf 'not a checkpoint' >"$TMP/junk.safetensors"
 expect 2 "" -- "$BIN" eval --ckpt "$TMP/junk.safetensors"
 

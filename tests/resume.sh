@@ -106,13 +106,15 @@ cmp -s "$TMP/exact-a/model.safetensors" "$TMP/s/model.safetensors" && ok ||
     bad "weights resumed after SIGTERM differ from the uninterrupted run"
 
 # ---- a second signal during the save exits at once. The save is held
-# open deterministically: the state's temporary file is a FIFO without a
-# reader, so the save blocks in open() until the second signal arrives.
+# open deterministically: the state's temporary file (STATE.<pid>.tmp,
+# written by the process with that id) is a FIFO without a reader, so the
+# save blocks in open() until the second signal arrives. The run saves
+# nothing before the signal, so the FIFO is in place in time.
 mkdir -p "$TMP/d"
-mkfifo "$TMP/d/state.safetensors.tmp"
 "$BIN" train "${ARGS[@]}" --save-every 0 --eval-every 0 --steps 100000000 --out "$TMP/d" \
     >/dev/null 2>"$TMP/d.err" &
 pid=$!
+mkfifo "$TMP/d/state.safetensors.$pid.tmp"
 for _ in $(seq 1 600); do
     grep -q '"event":"config"' "$TMP/d/metrics.jsonl" 2>/dev/null && break
     kill -0 $pid 2>/dev/null || break
@@ -145,7 +147,7 @@ rc=$?
     bad "an interrupted save left a checkpoint or state"
 grep -q 'checkpoint saved' "$TMP/d.err" && bad "second signal: claims a save: $(cat "$TMP/d.err")" || ok
 # the lock of the dead process is taken over by the next run
-rm -f "$TMP/d/state.safetensors.tmp"
+rm -f "$TMP/d/state.safetensors.$pid.tmp"
 [ -e "$TMP/d/.lock" ] && ok || bad "no stale lock left by the killed run"
 "$BIN" train "${ARGS[@]}" --steps 20 --out "$TMP/d" >/dev/null 2>&1 && ok ||
     bad "a new run does not take over the stale lock"

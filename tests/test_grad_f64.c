@@ -355,12 +355,12 @@ static void randomise(ba_model *m, ba_rng *r)
 static void check_model(ba_task task, ba_attn attn, int ffn)
 {
     int T = 6, B = 2;
-    ba_config cfg = ba_config_default(task, attn, T);
+    ba_config cfg = ba_config_default(attn, T);
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 8, cfg.ffn = ffn;
     if (task == BA_TASK_CHARLM)
         cfg.vocab_size = 5, cfg.out_size = 5;
     else
-        cfg.vocab_size = 2, cfg.out_size = T;
+        cfg.vocab_size = 2, cfg.out_size = T, cfg.head = BA_HEAD_POINTER;
     ba_model *m;
     char err[BA_ERR_LEN];
     assert_int_equal(ba_model_init(&m, &cfg, err), BA_OK);
@@ -419,7 +419,7 @@ static void test_sigmoid_is_boltzmann_at_zero_J(void **state)
     (void)state;
     int T = 7, B = 3;
     ba_model *ms, *mb;
-    ba_config cs = ba_config_default(BA_TASK_CHARLM, BA_ATTN_SIGMOID, T);
+    ba_config cs = ba_config_default(BA_ATTN_SIGMOID, T);
     cs.n_layer = 2, cs.n_head = 2, cs.n_embd = 8, cs.vocab_size = cs.out_size = 6;
     ba_config cb = cs;
     cb.attn = BA_ATTN_BOLTZMANN;

@@ -538,7 +538,6 @@ static void assert_sampler_equal(const ba_sampler *a, const ba_sampler *b)
 
 static void assert_config_equal(const ba_config *a, const ba_config *b)
 {
-    assert_int_equal(a->task, b->task);
     assert_int_equal(a->attn, b->attn);
     assert_int_equal(a->engine, b->engine);
     assert_int_equal(a->n_layer, b->n_layer);
@@ -546,59 +545,101 @@ static void assert_config_equal(const ba_config *a, const ba_config *b)
     assert_int_equal(a->n_embd, b->n_embd);
     assert_int_equal(a->block_size, b->block_size);
     assert_int_equal(a->vocab_size, b->vocab_size);
+    assert_int_equal(a->head, b->head);
     assert_int_equal(a->out_size, b->out_size);
     assert_int_equal(a->ffn, b->ffn);
+    assert_sampler_equal(&a->sampler, &b->sampler);
+}
+
+static void assert_spec_equal(const ba_data_spec *a, const ba_data_spec *b)
+{
+    assert_int_equal(a->task, b->task);
     assert_int_equal(a->kinds, b->kinds);
     assert_int_equal(a->n_heldout, b->n_heldout);
     assert_true(a->data_seed == b->data_seed);
-    assert_sampler_equal(&a->sampler, &b->sampler);
+    assert_int_equal(a->vocab_size, b->vocab_size);
     if (a->task == BA_TASK_CHARLM)
         assert_memory_equal(a->vocab, b->vocab, (size_t)a->vocab_size);
 }
 
-static ba_config charlm_config(void)
+/* A model config with the data description it is stored with. */
+typedef struct {
+    ba_config c;
+    ba_data_spec d;
+} full_config;
+
+static char *to_json(const full_config *f) { return ba_config_to_json(&f->c, &f->d); }
+static int from_json(const char *j, full_config *f, char *err)
 {
-    ba_config c = ba_config_default(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 12);
+    return ba_config_from_json(j, &f->c, &f->d, err);
+}
+static void assert_full_equal(const full_config *a, const full_config *b)
+{
+    assert_config_equal(&a->c, &b->c);
+    assert_spec_equal(&a->d, &b->d);
+}
+
+static full_config charlm_config(void)
+{
+    full_config f;
+    f.c = ba_config_default(BA_ATTN_BOLTZMANN, 12);
+    f.d = ba_data_spec_default(BA_TASK_CHARLM);
     const uint8_t vocab[] = {'\n', ' ', 'z', 'a', 0, 255, 128};
-    c.vocab_size = c.out_size = (int)sizeof vocab;
-    memcpy(c.vocab, vocab, sizeof vocab);
-    c.n_layer = 3;
-    c.n_head = 4;
-    c.n_embd = 32;
-    c.ffn = 0;
-    c.kinds = 3;
-    c.n_heldout = 77;
-    c.data_seed = (UINT64_C(1) << 63) + 5;
-    return c;
+    f.c.vocab_size = f.c.out_size = f.d.vocab_size = (int)sizeof vocab;
+    memcpy(f.d.vocab, vocab, sizeof vocab);
+    f.c.n_layer = 3;
+    f.c.n_head = 4;
+    f.c.n_embd = 32;
+    f.c.ffn = 0;
+    f.d.kinds = 3;
+    f.d.n_heldout = 77;
+    f.d.data_seed = (UINT64_C(1) << 63) + 5;
+    return f;
 }
 
 static void test_config_roundtrip(void **state)
 {
     (void)state;
     char err[BA_ERR_LEN] = "";
-    ba_config c = charlm_config(), r;
-    char *j = ba_config_to_json(&c);
+    full_config c = charlm_config(), r;
+    char *j = to_json(&c);
     assert_non_null(j);
     assert_non_null(strstr(j, "\"data_seed\":\"9223372036854775813\""));
     assert_non_null(strstr(j, "\"ffn\":false"));
     assert_non_null(strstr(j, "\"attn\":\"boltzmann\""));
+    assert_non_null(strstr(j, "\"head\":\"token\""));
     memset(&r, 0x5a, sizeof r);
-    assert_int_equal(ba_config_from_json(j, &r, err), BA_OK);
-    assert_config_equal(&c, &r);
+    assert_int_equal(from_json(j, &r, err), BA_OK);
+    assert_full_equal(&c, &r);
     free(j);
 
-    ba_config b = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_SIGMOID, 40);
-    b.kinds = 2;
-    b.vocab_size = 4;
-    b.out_size = 40;
-    b.data_seed = UINT64_MAX;
-    j = ba_config_to_json(&b);
+    full_config b;
+    b.c = ba_config_default(BA_ATTN_SIGMOID, 40);
+    b.d = ba_data_spec_default(BA_TASK_BRACKETS);
+    b.d.kinds = 2;
+    b.c.vocab_size = 4;
+    b.c.out_size = 40;
+    b.c.head = BA_HEAD_POINTER;
+    b.d.data_seed = UINT64_MAX;
+    j = to_json(&b);
     assert_non_null(j);
     assert_null(strstr(j, "vocab\":[")); /* no byte table for brackets */
-    assert_int_equal(ba_config_from_json(j, &r, err), BA_OK);
-    assert_config_equal(&b, &r);
+    assert_int_equal(from_json(j, &r, err), BA_OK);
+    assert_full_equal(&b, &r);
     free(j);
-    assert_null(ba_config_to_json(NULL));
+    assert_null(ba_config_to_json(NULL, NULL));
+
+    /* The model alone: no task, no data fields; it reads back without a
+     * data description, and is refused where one is asked for. */
+    j = ba_config_to_json(&b.c, NULL);
+    assert_null(strstr(j, "task"));
+    assert_null(strstr(j, "data_seed"));
+    ba_config m;
+    assert_int_equal(ba_config_from_json(j, &m, NULL, err), BA_OK);
+    assert_config_equal(&b.c, &m);
+    assert_int_equal(ba_config_from_json(j, &m, &r.d, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "config field 'task' is missing"));
+    free(j);
 
     /* Optional fields default; extra fields are ignored; data_seed may be
      * a number. */
@@ -606,27 +647,29 @@ static void test_config_roundtrip(void **state)
         "{\"task\":\"brackets\",\"attn\":\"coupling\",\"n_layer\":2,\"n_head\":2,"
         "\"n_embd\":16,\"block_size\":8,\"vocab_size\":2,\"out_size\":8,\"ffn\":true,"
         "\"comment\":[1,2,{}]}";
-    assert_int_equal(ba_config_from_json(minimal, &r, err), BA_OK);
-    assert_int_equal(r.engine, BA_ENGINE_FAST);
-    assert_int_equal(r.kinds, 1);
-    assert_int_equal(r.n_heldout, 2000);
-    assert_true(r.data_seed == 1234);
-    assert_int_equal(r.ffn, 1);
-    assert_int_equal(r.attn, BA_ATTN_COUPLING);
+    assert_int_equal(from_json(minimal, &r, err), BA_OK);
+    assert_int_equal(r.c.engine, BA_ENGINE_FAST);
+    assert_int_equal(r.d.kinds, 1);
+    assert_int_equal(r.d.n_heldout, 2000);
+    assert_true(r.d.data_seed == 1234);
+    assert_int_equal(r.c.ffn, 1);
+    assert_int_equal(r.c.attn, BA_ATTN_COUPLING);
+    /* written before heads were named: brackets means a pointer head */
+    assert_int_equal(r.c.head, BA_HEAD_POINTER);
     const char *numseed =
         "{\"task\":\"brackets\",\"attn\":\"softmax\",\"n_layer\":1,\"n_head\":1,"
         "\"n_embd\":8,\"block_size\":8,\"vocab_size\":2,\"out_size\":8,\"ffn\":true,"
         "\"data_seed\":4503599627370497}";
-    assert_int_equal(ba_config_from_json(numseed, &r, err), BA_OK);
-    assert_true(r.data_seed == UINT64_C(4503599627370497));
+    assert_int_equal(from_json(numseed, &r, err), BA_OK);
+    assert_true(r.d.data_seed == UINT64_C(4503599627370497));
 }
 
 /* from_json of base with `field` replaced by `repl` (NULL: removed). */
-static int config_with(const char *field, const char *repl, char *err, ba_config *out)
+static int config_with(const char *field, const char *repl, char *err, full_config *out)
 {
-    ba_config c = charlm_config();
-    c.attn = BA_ATTN_SOFTMAX;
-    char *j = ba_config_to_json(&c);
+    full_config c = charlm_config();
+    c.c.attn = BA_ATTN_SOFTMAX;
+    char *j = to_json(&c);
     assert_non_null(j);
     char key[64];
     snprintf(key, sizeof key, "\"%s\":", field);
@@ -658,8 +701,8 @@ static int config_with(const char *field, const char *repl, char *err, ba_config
     else
         snprintf(buf, sizeof buf, "%.*s%s", (int)(at - j - 1), j, end);
     free(j);
-    ba_config tmp;
-    return ba_config_from_json(buf, out ? out : &tmp, err);
+    full_config tmp;
+    return from_json(buf, out ? out : &tmp, err);
 }
 
 static void expect_config(const char *field, const char *repl, int status, const char *sub)
@@ -683,18 +726,22 @@ static void test_config_errors(void **state)
     }
     /* The optional ones may go. */
     char err[BA_ERR_LEN] = "";
-    ba_config r;
+    full_config r;
     assert_int_equal(config_with("engine", NULL, err, &r), BA_OK);
+    assert_int_equal(config_with("head", NULL, err, &r), BA_OK);
+    assert_int_equal(r.c.head, BA_HEAD_TOKEN);
     assert_int_equal(config_with("kinds", NULL, err, &r), BA_OK);
-    assert_int_equal(r.kinds, 1);
+    assert_int_equal(r.d.kinds, 1);
     assert_int_equal(config_with("n_heldout", NULL, err, &r), BA_OK);
     assert_int_equal(config_with("data_seed", NULL, err, &r), BA_OK);
-    assert_true(r.data_seed == 1234);
+    assert_true(r.d.data_seed == 1234);
 
     expect_config("attn", "\"flash\"", BA_ERR_FORMAT, "unknown attention variant 'flash'");
     expect_config("attn", "2", BA_ERR_FORMAT, "'attn' is a number, expected a string");
     expect_config("task", "\"chess\"", BA_ERR_FORMAT, "unknown task 'chess'");
     expect_config("engine", "\"gpu\"", BA_ERR_FORMAT, "unknown engine 'gpu'");
+    expect_config("head", "\"tree\"", BA_ERR_FORMAT, "unknown head 'tree'");
+    expect_config("head", "\"pointer\"", BA_ERR_ARG, "for a pointer head");
     expect_config("n_head", "\"4\"", BA_ERR_FORMAT, "'n_head' is a string, expected an integer");
     expect_config("n_head", "2.5", BA_ERR_FORMAT, "'n_head' = 2.5 is not an int");
     expect_config("n_layer", "1e10", BA_ERR_FORMAT, "'n_layer' = 10000000000 is not an int");
@@ -711,25 +758,26 @@ static void test_config_errors(void **state)
     expect_config("vocab", "\"abc\"", BA_ERR_FORMAT, "'vocab' is a string");
     /* ba_config_validate's verdict passes through. */
     expect_config("n_embd", "30", BA_ERR_ARG, "n_embd = 30 is not divisible by n_head = 4");
-    expect_config("vocab_size", "300", BA_ERR_ARG, "vocab_size = 300");
+    expect_config("vocab_size", "300", BA_ERR_ARG, "out_size = 7 must equal vocab_size = 300");
+    expect_config("vocab_size", "70000", BA_ERR_ARG, "vocab_size = 70000");
     expect_config("attn", "\"boltzmann\"", BA_OK, "");
-    ba_config c = charlm_config(); /* boltzmann, T = 12 */
-    c.block_size = 64;
-    char *j = ba_config_to_json(&c);
-    r.n_layer = -99;
-    assert_int_equal(ba_config_from_json(j, &r, err), BA_ERR_LIMIT);
+    full_config c = charlm_config(); /* boltzmann, T = 12 */
+    c.c.block_size = 64;
+    char *j = to_json(&c);
+    r.c.n_layer = -99;
+    assert_int_equal(from_json(j, &r, err), BA_ERR_LIMIT);
     assert_non_null(strstr(err, "T = 64"));
-    assert_int_equal(r.n_layer, -99); /* untouched on failure */
+    assert_int_equal(r.c.n_layer, -99); /* untouched on failure */
     free(j);
 
-    assert_int_equal(ba_config_from_json("{\"task\":", &r, err), BA_ERR_FORMAT);
+    assert_int_equal(from_json("{\"task\":", &r, err), BA_ERR_FORMAT);
     assert_non_null(strstr(err, "not valid JSON"));
-    assert_int_equal(ba_config_from_json("[]", &r, err), BA_ERR_FORMAT);
+    assert_int_equal(from_json("[]", &r, err), BA_ERR_FORMAT);
     assert_non_null(strstr(err, "config is an array, not a JSON object"));
-    assert_int_equal(ba_config_from_json("{} {}", &r, err), BA_ERR_FORMAT);
-    assert_int_equal(ba_config_from_json(NULL, &r, err), BA_ERR_ARG);
-    assert_int_equal(ba_config_from_json("{}", NULL, err), BA_ERR_ARG);
-    assert_int_equal(ba_config_from_json("{}", &r, NULL), BA_ERR_FORMAT);
+    assert_int_equal(from_json("{} {}", &r, err), BA_ERR_FORMAT);
+    assert_int_equal(from_json(NULL, &r, err), BA_ERR_ARG);
+    assert_int_equal(ba_config_from_json("{}", NULL, NULL, err), BA_ERR_ARG);
+    assert_int_equal(from_json("{}", &r, NULL), BA_ERR_FORMAT);
 }
 
 /* The sampler in the config: every field of every kind round-trips
@@ -740,39 +788,42 @@ static void test_config_sampler(void **state)
 {
     (void)state;
     char err[BA_ERR_LEN] = "";
-    ba_config c = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 8), r;
-    c.vocab_size = 2, c.out_size = 8;
-    char *j = ba_config_to_json(&c);
+    full_config f, q;
+    f.c = ba_config_default(BA_ATTN_BOLTZMANN, 8);
+    f.d = ba_data_spec_default(BA_TASK_BRACKETS);
+    f.c.vocab_size = 2, f.c.out_size = 8, f.c.head = BA_HEAD_POINTER;
+    ba_config *c = &f.c, *r = &q.c;
+    char *j = to_json(&f);
     assert_non_null(strstr(j, "\"sampler\":{\"kind\":\"exact\"}"));
     free(j);
     for (int k = BA_SAMPLER_DIRECT; k <= BA_SAMPLER_SA; k++) {
-        c.sampler = ba_sampler_default((ba_sampler_kind)k);
+        c->sampler = ba_sampler_default((ba_sampler_kind)k);
         /* values away from the defaults, doubles that need 17 digits */
-        c.sampler.shots = 777 + k;
-        c.sampler.beta_assumed = 0.1 + k / 3.0;
-        c.sampler.tau = 2.0 / 3.0, c.sampler.gamma = 1.0 / 7.0, c.sampler.lambda = M_PI;
-        c.sampler.trotter_steps = 123, c.sampler.order = 1;
-        c.sampler.chains = 7, c.sampler.burnin = 0, c.sampler.thin = 3;
-        c.sampler.sweeps = 55, c.sampler.beta0 = 0.3;
-        j = ba_config_to_json(&c);
+        c->sampler.shots = 777 + k;
+        c->sampler.beta_assumed = 0.1 + k / 3.0;
+        c->sampler.tau = 2.0 / 3.0, c->sampler.gamma = 1.0 / 7.0, c->sampler.lambda = M_PI;
+        c->sampler.trotter_steps = 123, c->sampler.order = 1;
+        c->sampler.chains = 7, c->sampler.burnin = 0, c->sampler.thin = 3;
+        c->sampler.sweeps = 55, c->sampler.beta0 = 0.3;
+        j = to_json(&f);
         assert_non_null(j);
-        memset(&r, 0x5a, sizeof r);
-        if (ba_config_from_json(j, &r, err) != BA_OK)
+        memset(&q, 0x5a, sizeof q);
+        if (from_json(j, &q, err) != BA_OK)
             fail_msg("%s: %s", j, err);
-        assert_config_equal(&c, &r);
+        assert_full_equal(&f, &q);
         free(j);
     }
     /* no "sampler": exact */
-    c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
-    j = ba_config_to_json(&c);
+    c->sampler = ba_sampler_default(BA_SAMPLER_EXACT);
+    j = to_json(&f);
     char *at = strstr(j, ",\"sampler\":{\"kind\":\"exact\"}");
     assert_non_null(at);
     memmove(at, at + strlen(",\"sampler\":{\"kind\":\"exact\"}"),
             strlen(at + strlen(",\"sampler\":{\"kind\":\"exact\"}")) + 1);
     assert_null(strstr(j, "sampler"));
-    r.sampler.kind = BA_SAMPLER_GIBBS;
-    assert_int_equal(ba_config_from_json(j, &r, err), BA_OK);
-    assert_int_equal(r.sampler.kind, BA_SAMPLER_EXACT);
+    r->sampler.kind = BA_SAMPLER_GIBBS;
+    assert_int_equal(from_json(j, &q, err), BA_OK);
+    assert_int_equal(r->sampler.kind, BA_SAMPLER_EXACT);
     free(j);
 
     /* parameters left out take the kind's defaults */
@@ -781,11 +832,11 @@ static void test_config_sampler(void **state)
                        "\"out_size\":40,\"ffn\":true,\"sampler\":";
     char buf[1024];
     snprintf(buf, sizeof buf, "%s{\"kind\":\"gibbs\",\"shots\":64}}", base);
-    assert_int_equal(ba_config_from_json(buf, &r, err), BA_OK);
+    assert_int_equal(from_json(buf, &q, err), BA_OK);
     ba_sampler d = ba_sampler_default(BA_SAMPLER_GIBBS);
     d.shots = 64;
-    assert_sampler_equal(&r.sampler, &d);
-    assert_int_equal(r.block_size, 40); /* gibbs goes beyond the engine's 26 */
+    assert_sampler_equal(&r->sampler, &d);
+    assert_int_equal(r->block_size, 40); /* gibbs goes beyond the engine's 26 */
 
     static const struct {
         const char *sampler, *msg;
@@ -806,7 +857,7 @@ static void test_config_sampler(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(buf, sizeof buf, "%s%s}", base, bad[i].sampler);
-        int rc = ba_config_from_json(buf, &r, err);
+        int rc = from_json(buf, &q, err);
         int want = i + 1 < sizeof bad / sizeof bad[0] ? BA_ERR_FORMAT : BA_ERR_LIMIT;
         if (rc != want || !strstr(err, bad[i].msg))
             fail_msg("sampler %s: expected %d with '%s', got %d: %s", bad[i].sampler, want,
@@ -817,7 +868,7 @@ static void test_config_sampler(void **state)
              "{\"task\":\"brackets\",\"attn\":\"softmax\",\"n_layer\":1,\"n_head\":1,"
              "\"n_embd\":8,\"block_size\":8,\"vocab_size\":2,\"out_size\":8,\"ffn\":true,"
              "\"sampler\":{\"kind\":\"direct\"}}");
-    assert_int_equal(ba_config_from_json(buf, &r, err), BA_ERR_ARG);
+    assert_int_equal(from_json(buf, &q, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "boltzmann and coupling attention only"));
 }
 
@@ -890,21 +941,24 @@ static void test_batch(void **state)
 /* ------------------------------------------------------ checkpoints */
 
 /* A small randomly initialised model; J nonzero where the variant has it. */
-static ba_model *make_model(ba_task task, ba_attn attn, int ffn, uint64_t seed)
+static ba_model *make_model(ba_task task, ba_attn attn, int ffn, uint64_t seed,
+                            ba_data_spec *spec)
 {
-    ba_config c = ba_config_default(task, attn, 6);
+    ba_config c = ba_config_default(attn, 6);
+    *spec = ba_data_spec_default(task);
     c.n_layer = 2;
     c.n_head = 2;
     c.n_embd = 8;
     c.ffn = ffn;
     if (task == BA_TASK_CHARLM) {
         const uint8_t v[] = {'a', 'b', 'c', ' ', '\n'};
-        c.vocab_size = c.out_size = 5;
-        memcpy(c.vocab, v, sizeof v);
+        c.vocab_size = c.out_size = spec->vocab_size = 5;
+        memcpy(spec->vocab, v, sizeof v);
     } else {
-        c.kinds = 2;
+        spec->kinds = 2;
         c.vocab_size = 4;
         c.out_size = 6;
+        c.head = BA_HEAD_POINTER;
     }
     char err[BA_ERR_LEN] = "";
     ba_model *m = NULL;
@@ -930,13 +984,16 @@ static void test_checkpoint_roundtrip(void **state)
     for (int attn = BA_ATTN_SOFTMAX; attn <= BA_ATTN_COUPLING; attn++)
         for (int ffn = 0; ffn <= 1; ffn++) {
             ba_task task = (attn + ffn) % 2 ? BA_TASK_CHARLM : BA_TASK_BRACKETS;
-            ba_model *m = make_model(task, (ba_attn)attn, ffn, 100u + (unsigned)n_cfg++);
+            ba_data_spec spec, back;
+            ba_model *m = make_model(task, (ba_attn)attn, ffn, 100u + (unsigned)n_cfg++, &spec);
             const char *k[] = {"step", "note"}, *v[] = {"250", "hello"};
-            assert_int_equal(ba_checkpoint_save(p, m, k, v, 2, err), BA_OK);
+            assert_int_equal(ba_checkpoint_save(p, m, &spec, k, v, 2, err), BA_OK);
             ba_model *r = (ba_model *)&r;
-            if (ba_checkpoint_load(p, &r, err) != BA_OK)
+            memset(&back, 0x5a, sizeof back);
+            if (ba_checkpoint_load(p, &r, &back, err) != BA_OK)
                 fail_msg("load %s ffn=%d: %s", ba_attn_name((ba_attn)attn), ffn, err);
             assert_config_equal(ba_model_config(m), ba_model_config(r));
+            assert_spec_equal(&spec, &back);
             size_t P = ba_model_num_params(m);
             assert_int_equal(ba_model_num_params(r), P);
             int nt = ba_model_num_tensors(m);
@@ -1043,7 +1100,8 @@ static void expect_load_fail(const char *path, int status, const char *sub)
 {
     char err[BA_ERR_LEN] = "";
     ba_model *m = (ba_model *)&m;
-    int rc = ba_checkpoint_load(path, &m, err);
+    ba_data_spec spec;
+    int rc = ba_checkpoint_load(path, &m, &spec, err);
     if (rc != status || !strstr(err, sub))
         fail_msg("expected status %d with '%s', got %d: %s", status, sub, rc, err);
     assert_null(m);
@@ -1054,13 +1112,14 @@ static void test_checkpoint_corrupt(void **state)
     (void)state;
     char err[BA_ERR_LEN] = "";
     const char *p = path_of("good.ckpt"), *q = path_of("bad.ckpt");
-    ba_model *m = make_model(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 1, 7);
-    assert_int_equal(ba_checkpoint_save(p, m, NULL, NULL, 0, err), BA_OK);
+    ba_data_spec spec;
+    ba_model *m = make_model(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 1, 7, &spec);
+    assert_int_equal(ba_checkpoint_save(p, m, &spec, NULL, NULL, 0, err), BA_OK);
 
     /* The unchanged rewrite loads: the helper itself is sound. */
     rewrite(p, q, NULL, 0, NULL);
     ba_model *r;
-    assert_int_equal(ba_checkpoint_load(q, &r, err), BA_OK);
+    assert_int_equal(ba_checkpoint_load(q, &r, NULL, err), BA_OK);
     ba_model_free(r);
 
     size_t n;
@@ -1089,19 +1148,19 @@ static void test_checkpoint_corrupt(void **state)
      * tensors and one beyond the engine's limit. */
     ba_config c = *ba_model_config(m);
     c.attn = BA_ATTN_SOFTMAX;
-    char *j = ba_config_to_json(&c);
+    char *j = ba_config_to_json(&c, &spec);
     rewrite(p, q, NULL, 'c', j);
     expect_load_fail(q, BA_ERR_FORMAT, "'blocks.0.attn.J' in the file is not a parameter");
     free(j);
     c = *ba_model_config(m);
     c.n_embd = 16;
-    j = ba_config_to_json(&c);
+    j = ba_config_to_json(&c, &spec);
     rewrite(p, q, NULL, 'c', j);
     expect_load_fail(q, BA_ERR_FORMAT, "tensor 'tok_emb' has shape [4, 8] in the file but [4, 16]");
     free(j);
     c = *ba_model_config(m);
     c.block_size = c.out_size = 30;
-    j = ba_config_to_json(&c);
+    j = ba_config_to_json(&c, &spec);
     rewrite(p, q, NULL, 'c', j);
     expect_load_fail(q, BA_ERR_LIMIT, "T = 30");
     free(j);
@@ -1111,23 +1170,23 @@ static void test_checkpoint_corrupt(void **state)
     c = *ba_model_config(m);
     c.sampler = ba_sampler_default(BA_SAMPLER_SA);
     c.sampler.shots = 99, c.sampler.beta0 = 0.25;
-    j = ba_config_to_json(&c);
+    j = ba_config_to_json(&c, &spec);
     rewrite(p, q, NULL, 'c', j);
     free(j);
-    assert_int_equal(ba_checkpoint_load(q, &r, err), BA_OK);
+    assert_int_equal(ba_checkpoint_load(q, &r, NULL, err), BA_OK);
     assert_config_equal(ba_model_config(r), &c);
     ba_model_free(r);
     c = *ba_model_config(m);
-    j = ba_config_to_json(&c);
+    j = ba_config_to_json(&c, &spec);
     char *cut = strstr(j, ",\"sampler\":");
     assert_non_null(cut);
     strcpy(cut, "}");
     rewrite(p, q, NULL, 'c', j);
     free(j);
-    assert_int_equal(ba_checkpoint_load(q, &r, err), BA_OK);
+    assert_int_equal(ba_checkpoint_load(q, &r, NULL, err), BA_OK);
     assert_int_equal(ba_model_config(r)->sampler.kind, BA_SAMPLER_EXACT);
     ba_model_free(r);
-    j = ba_config_to_json(&c);
+    j = ba_config_to_json(&c, &spec);
     cut = strstr(j, ",\"sampler\":");
     char bad[4096];
     snprintf(bad, sizeof bad, "%.*s,\"sampler\":{\"kind\":\"sa\",\"sweeps\":-3}}",
@@ -1142,18 +1201,22 @@ static void test_checkpoint_corrupt(void **state)
 
     /* Saving refuses what loading would refuse. */
     const char *k[] = {"config"}, *v[] = {"{}"};
-    assert_int_equal(ba_checkpoint_save(q, m, k, v, 1, err), BA_ERR_ARG);
+    assert_int_equal(ba_checkpoint_save(q, m, &spec, k, v, 1, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "'config' is reserved"));
     ba_real *params = ba_model_params(m);
     ba_tensor_info ti;
     assert_int_equal(ba_model_tensor(m, ba_model_find_tensor(m, "head.weight"), &ti), BA_OK);
     params[ti.offset + 3] = (ba_real)INFINITY;
     remove(q);
-    assert_int_equal(ba_checkpoint_save(q, m, NULL, NULL, 0, err), BA_ERR_NUMERIC);
+    assert_int_equal(ba_checkpoint_save(q, m, &spec, NULL, NULL, 0, err), BA_ERR_NUMERIC);
     assert_non_null(strstr(err, "'head.weight'[3] = inf"));
     assert_int_equal(access(q, F_OK), -1);
-    assert_int_equal(ba_checkpoint_save(NULL, m, NULL, NULL, 0, err), BA_ERR_ARG);
-    assert_int_equal(ba_checkpoint_load(p, NULL, err), BA_ERR_ARG);
+    assert_int_equal(ba_checkpoint_save(NULL, m, &spec, NULL, NULL, 0, err), BA_ERR_ARG);
+    assert_int_equal(ba_checkpoint_load(p, NULL, NULL, err), BA_ERR_ARG);
+    /* a data description the model cannot take is refused before writing */
+    spec.task = BA_TASK_CHARLM;
+    assert_int_equal(ba_checkpoint_save(q, m, &spec, NULL, NULL, 0, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "charlm needs a token head"));
     ba_model_free(m);
 }
 
@@ -1161,7 +1224,8 @@ static void test_grads_save(void **state)
 {
     (void)state;
     char err[BA_ERR_LEN] = "";
-    ba_model *m = make_model(BA_TASK_CHARLM, BA_ATTN_COUPLING, 1, 3);
+    ba_data_spec spec;
+    ba_model *m = make_model(BA_TASK_CHARLM, BA_ATTN_COUPLING, 1, 3, &spec);
     size_t P = ba_model_num_params(m);
     ba_real *g = ba_model_grads(m);
     for (size_t i = 0; i < P; i++)

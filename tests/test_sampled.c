@@ -283,8 +283,9 @@ static void test_gradient_unbiased(void **state)
 static ba_model *make_model(ba_attn attn, int T, uint64_t seed, double scale)
 {
     char err[BA_ERR_LEN];
-    ba_config cfg = ba_config_default(BA_TASK_BRACKETS, attn, T);
-    cfg.vocab_size = 2, cfg.out_size = T, cfg.n_embd = 16, cfg.n_head = 2;
+    ba_config cfg = ba_config_default(attn, T);
+    cfg.vocab_size = 2, cfg.out_size = T, cfg.head = BA_HEAD_POINTER;
+    cfg.n_embd = 16, cfg.n_head = 2;
     ba_model *m;
     if (ba_model_init(&m, &cfg, err))
         fail_msg("model: %s", err);
@@ -497,7 +498,7 @@ static void test_config(void **state)
 {
     (void)state;
     char err[BA_ERR_LEN];
-    ba_config c = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 8);
+    ba_config c = ba_config_default(BA_ATTN_BOLTZMANN, 8);
     c.vocab_size = 2, c.out_size = 8;
     assert_int_equal(c.sampler.kind, BA_SAMPLER_EXACT);
     assert_int_equal(ba_config_validate(&c, err), BA_OK);
@@ -564,7 +565,7 @@ static void test_evaluate_reproducible(void **state)
     char err[BA_ERR_LEN];
     ba_dataset *d;
     assert_int_equal(ba_dataset_brackets(&d, 6, 1, 40, 3, err), BA_OK);
-    ba_config cfg = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 6);
+    ba_config cfg = ba_config_default(BA_ATTN_BOLTZMANN, 6);
     ba_config_set_data(&cfg, d);
     cfg.n_embd = 16;
     cfg.sampler = direct(8); /* few shots: noisy, so a changed stream shows */

@@ -415,21 +415,33 @@ static void test_brackets_config(void **state)
     assert_int_equal(ba_dataset_block_size(d), 10);
     assert_int_equal(ba_dataset_vocab_size(d), 4);
     assert_null(ba_dataset_vocab(d));
-    ba_config cfg = ba_config_default(BA_TASK_CHARLM, BA_ATTN_SOFTMAX, 3);
+    ba_config cfg = ba_config_default(BA_ATTN_SOFTMAX, 3);
     cfg.n_embd = 48;
-    cfg.vocab[0] = 'x';
     ba_config_set_data(&cfg, d);
-    assert_int_equal(cfg.task, BA_TASK_BRACKETS);
+    assert_int_equal(cfg.head, BA_HEAD_POINTER);
     assert_int_equal(cfg.block_size, 10);
     assert_int_equal(cfg.vocab_size, 4);
     assert_int_equal(cfg.out_size, 10);
-    assert_int_equal(cfg.kinds, 2);
-    assert_int_equal(cfg.n_heldout, 123);
-    assert_true(cfg.data_seed == 77);
-    assert_int_equal(cfg.vocab[0], 0);
     assert_int_equal(cfg.n_embd, 48); /* untouched */
     assert_int_equal(cfg.attn, BA_ATTN_SOFTMAX);
     assert_int_equal(ba_config_validate(&cfg, err), BA_OK);
+    /* the data description: what rebuilds this held-out set */
+    ba_data_spec spec;
+    memset(&spec, 0x5a, sizeof spec);
+    ba_dataset_spec(d, &spec);
+    assert_int_equal(spec.task, BA_TASK_BRACKETS);
+    assert_int_equal(spec.kinds, 2);
+    assert_int_equal(spec.n_heldout, 123);
+    assert_true(spec.data_seed == 77);
+    assert_int_equal(spec.vocab_size, 0);
+    assert_int_equal(ba_data_spec_check(&spec, &cfg, err), BA_OK);
+    /* a token head or a different vocabulary cannot take brackets */
+    cfg.head = BA_HEAD_TOKEN;
+    assert_int_equal(ba_data_spec_check(&spec, &cfg, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "brackets needs a pointer head"));
+    cfg.head = BA_HEAD_POINTER, cfg.vocab_size = 6;
+    assert_int_equal(ba_data_spec_check(&spec, &cfg, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "vocab_size = 6 must be 2*kinds = 4"));
     ba_dataset_free(d);
 }
 
@@ -477,17 +489,24 @@ static void test_charlm_basic(void **state)
             assert_int_equal(V[tg[t]], (uint8_t)win_tg[n][t]);
         }
     }
-    ba_config cfg = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 99);
+    ba_config cfg = ba_config_default(BA_ATTN_BOLTZMANN, 99);
     cfg.n_layer = 2;
     ba_config_set_data(&cfg, d);
-    assert_int_equal(cfg.task, BA_TASK_CHARLM);
+    assert_int_equal(cfg.head, BA_HEAD_TOKEN);
     assert_int_equal(cfg.block_size, 3);
     assert_int_equal(cfg.vocab_size, 11);
     assert_int_equal(cfg.out_size, 11);
-    assert_memory_equal(cfg.vocab, vocab, 11);
-    assert_int_equal(cfg.vocab[11], 0);
     assert_int_equal(cfg.n_layer, 2);
     assert_int_equal(ba_config_validate(&cfg, err), BA_OK);
+    ba_data_spec spec;
+    ba_dataset_spec(d, &spec);
+    assert_int_equal(spec.task, BA_TASK_CHARLM);
+    assert_int_equal(spec.vocab_size, 11);
+    assert_memory_equal(spec.vocab, vocab, 11);
+    assert_int_equal(ba_data_spec_check(&spec, &cfg, err), BA_OK);
+    cfg.out_size = 12; /* a charlm head predicts the vocabulary */
+    assert_int_equal(ba_data_spec_check(&spec, &cfg, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "out_size = 12 must equal vocab_size = 11 for charlm"));
 
     /* round trip through ba_encode_text */
     int ids[5];

@@ -1,4 +1,5 @@
-/* End-to-end training through the public API (float library):
+/* End-to-end training through the library's training loop (float
+ * library, ba_trainer_run without a run directory):
  * - brackets T=8: a boltzmann model beats the position baseline on the
  *   held-out set by a clear margin;
  * - training is deterministic: the same seed gives bit-identical loss,
@@ -48,51 +49,63 @@ typedef struct {
     double seconds;
 } train_log;
 
-/* Builds a model for d with attention attn, initialises it from opts.seed
- * and trains it with AdamW defaults and the warmup + cosine schedule (to
- * lr/10). Returns the model; the caller frees it. */
-static ba_model *train(const ba_dataset *d, ba_attn attn, const train_opts *o, train_log *log)
+/* The losses of a run, step by step (the loop's progress hook). */
+typedef struct {
+    train_log *log;
+    long steps;
+} loss_sink;
+
+static void on_progress(const ba_record *r, void *user)
+{
+    loss_sink *k = user;
+    assert_true(isfinite(r->loss) && r->loss >= 0.0);
+    if (r->step <= 10)
+        k->log->first10 += r->loss / 10;
+    if (r->step > k->steps - 10)
+        k->log->last10 += r->loss / 10;
+    k->log->final_loss = r->loss;
+}
+
+/* A trainer of a model for d with attention attn, initialised from
+ * opts.seed, with AdamW defaults and the warmup + cosine schedule (to
+ * lr/10), no periodic evaluation. */
+static ba_trainer *trainer(const ba_dataset *d, ba_attn attn, const train_opts *o)
 {
     char err[BA_ERR_LEN];
     int T = ba_dataset_block_size(d);
-    ba_config cfg = ba_config_default(ba_dataset_task(d), attn, T);
+    ba_config cfg = ba_config_default(attn, T);
     ba_config_set_data(&cfg, d);
     cfg.n_embd = o->C;
     cfg.n_head = o->H;
     cfg.ffn = o->ffn;
-    ba_model *m = NULL;
-    int rc = ba_model_init(&m, &cfg, err);
-    if (rc)
-        fail_msg("ba_model_init: %s", err);
-    ba_rng rng;
-    ba_rng_seed(&rng, o->seed);
-    ba_model_init_weights(m, &rng, 0.0);
-    ba_adamw opt = ba_adamw_default();
-    static int in[MAXB * MAXT], tg[MAXB * MAXT];
+    ba_train_settings s = ba_train_settings_default(o->steps);
+    s.batch = o->B, s.warmup = o->warmup, s.lr = o->lr, s.min_lr_frac = 0.1, s.seed = o->seed;
+    s.eval_every = 0, s.save_every = 0;
     assert_true(o->B <= MAXB && T <= MAXT);
+    ba_trainer *t = NULL;
+    if (ba_trainer_init(&t, &cfg, d, NULL, &s, err))
+        fail_msg("ba_trainer_init: %s", err);
+    return t;
+}
+
+/* Trains through the library's loop (no run directory) and returns the
+ * trainer; the caller frees it. */
+static ba_trainer *train(const ba_dataset *d, ba_attn attn, const train_opts *o, train_log *log)
+{
+    char err[BA_ERR_LEN];
+    ba_trainer *t = trainer(d, attn, o);
+    memset(log, 0, sizeof *log);
+    loss_sink sink = {log, o->steps};
+    ba_train_hooks hooks = {NULL, on_progress, NULL, &sink};
+    ba_train_outcome out;
     double t0 = now();
-    log->first10 = log->last10 = 0.0;
-    for (int s = 0; s < o->steps; s++) {
-        double loss;
-        ba_dataset_train_batch(d, &rng, o->B, in, tg);
-        if ((rc = ba_model_forward(m, in, tg, o->B, T, &loss, err)))
-            fail_msg("%s step %d forward: %s", ba_attn_name(attn), s, err);
-        assert_true(isfinite(loss) && loss >= 0.0);
-        ba_model_zero_grad(m);
-        if ((rc = ba_model_backward(m, err)))
-            fail_msg("%s step %d backward: %s", ba_attn_name(attn), s, err);
-        double lr = ba_lr_schedule(s, o->steps, o->warmup, o->lr, o->lr / 10);
-        if ((rc = ba_model_step(m, &opt, lr, NULL, err)))
-            fail_msg("%s step %d update: %s", ba_attn_name(attn), s, err);
-        if (s < 10)
-            log->first10 += loss / 10;
-        if (s >= o->steps - 10)
-            log->last10 += loss / 10;
-        log->final_loss = loss;
-    }
+    if (ba_trainer_run(t, NULL, &hooks, &out, err))
+        fail_msg("%s: %s", ba_attn_name(attn), err);
     log->seconds = now() - t0;
-    assert_int_equal(ba_model_step_count(m), o->steps);
-    return m;
+    assert_int_equal(ba_trainer_step_count(t), o->steps);
+    assert_int_equal(out.steps_run, o->steps);
+    assert_int_equal(out.saved_step, -1); /* nothing written without a directory */
+    return t;
 }
 
 static void evaluate(ba_model *m, const ba_dataset *d, ba_eval_result *r)
@@ -106,13 +119,10 @@ static void evaluate(ba_model *m, const ba_dataset *d, ba_eval_result *r)
 /* Held-out loss of a freshly initialised model (same seed, no training). */
 static double initial_eval_loss(const ba_dataset *d, ba_attn attn, const train_opts *o)
 {
-    train_opts z = *o;
-    z.steps = 0;
-    train_log lg;
-    ba_model *m = train(d, attn, &z, &lg);
+    ba_trainer *t = trainer(d, attn, o);
     ba_eval_result r;
-    evaluate(m, d, &r);
-    ba_model_free(m);
+    evaluate(ba_trainer_model(t), d, &r);
+    ba_trainer_free(t);
     return r.loss;
 }
 
@@ -120,11 +130,13 @@ static double initial_eval_loss(const ba_dataset *d, ba_attn attn, const train_o
 
 /* brackets T=8, one kind: 70 valid prefixes, 14 held out (20 %), 56 to
  * train on. Measured with this configuration (2 heads, C=32, FFN, B=32,
- * 300 steps, lr 3e-3, warmup 20, cosine to 3e-4) over seeds 1..20:
- * held-out accuracy 1.000 for 15 seeds, 0.974 for 4, 0.947 for 1, against a
- * position baseline of 0.789 (30 of 38 closes); held-out loss 1.36-1.45 at
- * initialisation, 0.003-0.089 after. One head was markedly less reliable
- * (0.816 for some seeds). The bounds below hold for all 20 seeds. */
+ * 300 steps, lr 3e-3, warmup 20, cosine to 3e-4; the same run as `boltzattn
+ * train --task brackets --T 8 --heads 2 --embd 32 --steps 300 --warmup 20
+ * --seed S`) over seeds 1..20: held-out accuracy 1.000 for 15 seeds, 0.974
+ * for 1, 0.947 for 2, 0.895 for 2, against a position baseline of 0.789
+ * (30 of 38 closes); held-out loss 0.003-0.175 after training (1.36 at
+ * initialisation for seed 1). The bounds below hold for all 20 seeds; seed
+ * 1 reaches 1.000. */
 static void test_brackets_boltzmann_beats_baseline(void **state)
 {
     (void)state;
@@ -144,9 +156,9 @@ static void test_brackets_boltzmann_beats_baseline(void **state)
                     .lr = 3e-3, .seed = 1};
     double l0 = initial_eval_loss(d, BA_ATTN_BOLTZMANN, &o);
     train_log lg;
-    ba_model *m = train(d, BA_ATTN_BOLTZMANN, &o, &lg);
+    ba_trainer *t = train(d, BA_ATTN_BOLTZMANN, &o, &lg);
     ba_eval_result r;
-    evaluate(m, d, &r);
+    evaluate(ba_trainer_model(t), d, &r);
     print_message("brackets T=8 boltzmann: held-out accuracy %.3f (%ld targets, %d items), "
                   "position baseline %.3f; held-out loss %.3f -> %.3f; train loss %.3f -> %.3f; "
                   "%.2f s\n",
@@ -154,11 +166,10 @@ static void test_brackets_boltzmann_beats_baseline(void **state)
                   lg.seconds);
     assert_int_equal(r.n_items, 14);
     assert_true(r.n_targets > 0);
-    assert_true(r.accuracy >= base + 0.15);
-    assert_true(r.accuracy >= 0.9);
+    assert_true(r.accuracy >= base + 0.1);
     assert_true(r.loss < 0.3 * l0);
     assert_true(lg.last10 < 0.2 * lg.first10);
-    ba_model_free(m);
+    ba_trainer_free(t);
     ba_dataset_free(d);
 }
 
@@ -174,10 +185,11 @@ static void test_training_deterministic(void **state)
     train_opts o = {.C = 32, .H = 2, .ffn = 1, .steps = 60, .B = 32, .warmup = 20,
                     .lr = 3e-3, .seed = 7};
     train_log a, b, c;
-    ba_model *ma = train(d, BA_ATTN_BOLTZMANN, &o, &a);
-    ba_model *mb = train(d, BA_ATTN_BOLTZMANN, &o, &b);
+    ba_trainer *ta = train(d, BA_ATTN_BOLTZMANN, &o, &a);
+    ba_trainer *tb = train(d, BA_ATTN_BOLTZMANN, &o, &b);
     o.seed = 8;
-    ba_model *mc = train(d, BA_ATTN_BOLTZMANN, &o, &c);
+    ba_trainer *tc = train(d, BA_ATTN_BOLTZMANN, &o, &c);
+    ba_model *ma = ba_trainer_model(ta), *mb = ba_trainer_model(tb), *mc = ba_trainer_model(tc);
     size_t P = ba_model_num_params(ma);
     assert_int_equal(P, ba_model_num_params(mb));
     assert_memory_equal(&a.final_loss, &b.final_loss, sizeof(double));
@@ -196,9 +208,9 @@ static void test_training_deterministic(void **state)
     print_message("determinism: final loss %.9g twice, J (%s) max |J| %.3g after 60 steps\n",
                   a.final_loss, ti.name, jmax);
     assert_true(jmax > 1e-3);
-    ba_model_free(ma);
-    ba_model_free(mb);
-    ba_model_free(mc);
+    ba_trainer_free(ta);
+    ba_trainer_free(tb);
+    ba_trainer_free(tc);
     ba_dataset_free(d);
 }
 
@@ -239,8 +251,10 @@ static double write_corpus(int fd, size_t len)
 }
 
 /* Measured (C=32, 2 heads, FFN, B=32, 200 steps, lr 3e-3 -> 3e-4, 16
- * seeds): V = 21, validation loss 3.03-3.06 at initialisation (log V =
- * 3.045), 0.60-0.61 after for both variants, unigram entropy 2.78. The
+ * seeds, when the batches still shared the initialisation's stream): V =
+ * 21, validation loss 3.03-3.06 at initialisation (log V = 3.045), 0.60-0.61
+ * after for both variants, unigram entropy 2.78; with the trainer's own
+ * batch stream, seed 5: 3.054 -> 0.601 (softmax) and 0.604 (boltzmann). The
  * bounds below (0.7 x initial, log V, 0.5 x unigram entropy) leave a wide
  * margin. */
 static void test_charlm_learns(void **state)
@@ -267,9 +281,9 @@ static void test_charlm_learns(void **state)
                         .lr = 3e-3, .seed = 5};
         double l0 = initial_eval_loss(d, kinds[k], &o);
         train_log lg;
-        ba_model *m = train(d, kinds[k], &o, &lg);
+        ba_trainer *t = train(d, kinds[k], &o, &lg);
         ba_eval_result r;
-        evaluate(m, d, &r);
+        evaluate(ba_trainer_model(t), d, &r);
         print_message("charlm %s: V=%d, val loss %.3f -> %.3f (log V %.3f, unigram entropy "
                       "%.3f), val accuracy %.3f, train loss %.3f -> %.3f, %.2f s\n",
                       ba_attn_name(kinds[k]), V, l0, r.loss, log((double)V), Huni, r.accuracy,
@@ -278,7 +292,7 @@ static void test_charlm_learns(void **state)
         assert_true(r.loss < 0.7 * l0);
         assert_true(r.loss < log((double)V));
         assert_true(r.loss < 0.5 * Huni);
-        ba_model_free(m);
+        ba_trainer_free(t);
     }
     ba_dataset_free(d);
 }
@@ -287,7 +301,9 @@ static void test_charlm_learns(void **state)
 
 /* brackets T=6 (20 prefixes, 4 held out): every variant trains 100 steps
  * without error and its mean training loss over the last 10 steps is below
- * half the first 10 steps' mean (measured over 16 seeds: at most 0.23 of it
+ * half the first 10 steps' mean (measured over 16 seeds when the batches
+ * still shared the initialisation's stream: at most 0.23 of it; with the
+ * trainer's own batch stream, seed 3: at most 0.13
  * for every variant). */
 static void test_all_variants_train(void **state)
 {
@@ -300,15 +316,15 @@ static void test_all_variants_train(void **state)
         train_opts o = {.C = 32, .H = 2, .ffn = 1, .steps = 100, .B = 32, .warmup = 10,
                         .lr = 3e-3, .seed = 3};
         train_log lg;
-        ba_model *m = train(d, (ba_attn)a, &o, &lg);
+        ba_trainer *t = train(d, (ba_attn)a, &o, &lg);
         ba_eval_result r;
-        evaluate(m, d, &r);
+        evaluate(ba_trainer_model(t), d, &r);
         print_message("brackets T=6 %-9s: train loss %.3f -> %.3f, held-out accuracy %.3f "
                       "(baseline %.3f), %.2f s\n",
                       ba_attn_name((ba_attn)a), lg.first10, lg.last10, r.accuracy,
                       ba_dataset_position_baseline(d), lg.seconds);
         assert_true(lg.last10 < 0.5 * lg.first10);
-        ba_model_free(m);
+        ba_trainer_free(t);
     }
     ba_dataset_free(d);
 }
@@ -323,7 +339,7 @@ static void test_model_fields(void **state)
     char err[BA_ERR_LEN];
     ba_dataset *d;
     assert_int_equal(ba_dataset_brackets(&d, T, 1, 14, 1234, err), BA_OK);
-    ba_config cfg = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, T);
+    ba_config cfg = ba_config_default(BA_ATTN_BOLTZMANN, T);
     ba_config_set_data(&cfg, d);
     cfg.n_head = 2, cfg.n_embd = 16;
     ba_model *m;

@@ -38,19 +38,17 @@ static ba_model *make_model(ba_config *cfg)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    ba_config b = ba_config_default(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, FUZZ_T);
+    ba_config b = ba_config_default(BA_ATTN_BOLTZMANN, FUZZ_T);
     b.n_embd = 4;
-    b.kinds = 1;
     b.vocab_size = 2;
     b.out_size = FUZZ_T;
-    b.n_heldout = 2;
+    b.head = BA_HEAD_POINTER;
     brackets_model = make_model(&b);
 
-    ba_config c = ba_config_default(BA_TASK_CHARLM, BA_ATTN_SOFTMAX, FUZZ_T);
+    ba_config c = ba_config_default(BA_ATTN_SOFTMAX, FUZZ_T);
     c.n_embd = 4;
     c.vocab_size = 5;
     c.out_size = 5;
-    memcpy(c.vocab, "abcde", 5);
     charlm_model = make_model(&c);
     return 0;
 }

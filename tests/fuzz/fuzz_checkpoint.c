@@ -6,7 +6,9 @@
  * ba_config_from_json on its "config" metadata. The raw input is also
  * given to ba_config_from_json directly, which reaches the config parser
  * without the safetensors framing. A checkpoint that loads with a small
- * block size runs one forward pass.
+ * block size runs one forward pass. The input is also read as a trainer
+ * state (ba_trainer_peek, then ba_trainer_restore on the brackets data it
+ * describes, kept small).
  *
  * Build and run: bash tests/fuzz/run.sh [SECONDS] */
 #include "boltzattn.h"
@@ -18,8 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Writes data to a new file under /tmp; its path goes into path (which
- * must hold 32 bytes). Aborts on failure: the harness cannot go on. */
 /* Tensor bytes are summed into this so the reads are not optimised away. */
 static volatile unsigned sink;
 
@@ -35,7 +35,7 @@ static void run_model(ba_model *m)
     for (int i = 0; i < B * T; i++) {
         int t = i % T;
         in[i] = (i * 7 + 1) % c->vocab_size;
-        if (c->task == BA_TASK_BRACKETS)
+        if (c->head == BA_HEAD_POINTER)
             tg[i] = t > 0 ? (i / T) % t : -1;
         else
             tg[i] = (i * 3) % c->out_size;
@@ -54,10 +54,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     write_temp(data, size, path);
 
     ba_model *m = NULL;
-    if (ba_checkpoint_load(path, &m, err) == BA_OK) {
+    ba_data_spec spec;
+    if (ba_checkpoint_load(path, &m, &spec, err) == BA_OK) {
         run_model(m);
         ba_model_free(m);
     }
+
+    ba_config scfg;
+    ba_data_spec sspec;
+    ba_train_settings ss;
+    char *spath = NULL;
+    if (ba_trainer_peek(path, &scfg, &sspec, &ss, &spath, err) == BA_OK &&
+        sspec.task == BA_TASK_BRACKETS && scfg.block_size <= 8 && sspec.n_heldout <= 64) {
+        ba_dataset *d = NULL;
+        ba_trainer *t = NULL;
+        if (ba_dataset_brackets(&d, scfg.block_size, sspec.kinds, sspec.n_heldout,
+                                sspec.data_seed, err) == BA_OK &&
+            ba_trainer_restore(&t, path, d, NULL, err) == BA_OK)
+            ba_trainer_free(t);
+        ba_dataset_free(d);
+    }
+    free(spath);
 
     ba_st *st = NULL;
     if (ba_st_read(&st, path, err) == BA_OK) {
@@ -72,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *cj = ba_st_metadata(st, "config");
         if (cj) {
             ba_config cfg;
-            (void)ba_config_from_json(cj, &cfg, err);
+            (void)ba_config_from_json(cj, &cfg, NULL, err);
         }
         ba_st_free(st);
     }
@@ -85,11 +102,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(json, data, size);
     json[size] = '\0';
     ba_config cfg;
-    if (ba_config_from_json(json, &cfg, err) == BA_OK) {
+    ba_data_spec spec_json;
+    if (ba_config_from_json(json, &cfg, &spec_json, err) == BA_OK) {
         /* A valid config must print back to JSON that parses to itself. */
-        char *again = ba_config_to_json(&cfg);
+        char *again = ba_config_to_json(&cfg, &spec_json);
         ba_config cfg2;
-        if (!again || ba_config_from_json(again, &cfg2, err) != BA_OK)
+        ba_data_spec spec2;
+        if (!again || ba_config_from_json(again, &cfg2, &spec2, err) != BA_OK)
             __builtin_trap();
         free(again);
     }

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Reproduces the paper's comparisons with `boltzattn ablate` and writes the
 # summaries, plots and a generated report.
-# usage: tools/reproduce.sh quick|full|samplers [BIN]
+# usage: lab/reproduce.sh quick|full|samplers [BIN]
 #   DATA=PATH   Tiny Shakespeare (default: data/tinyshakespeare.txt, else
 #               ../shared/data/tinyshakespeare.txt)
-#   OUT=DIR     results directory (default: results/PRESET)
+#   OUT=DIR     results directory (default: out/PRESET; the committed runs
+#               of a preset are in results/PRESET)
 #   SUMMARY_ONLY=1  train nothing: rewrite summaries, plots and the report
 #               from the runs finished so far
 # Grids are resumable: rerunning the same preset continues where it stopped.
 set -euo pipefail
 preset=${1:?usage: reproduce.sh quick|full|samplers [BIN]}
 BIN=${2:-build/boltzattn}
-OUT=${OUT:-results/$preset}
+OUT=${OUT:-out/$preset}
 if [ -z "${DATA:-}" ]; then
     for d in data/tinyshakespeare.txt ../shared/data/tinyshakespeare.txt; do
         [ -f "$d" ] && DATA=$d && break
@@ -21,7 +22,6 @@ fi
 mkdir -p "$OUT"
 start=$(date +%s)
 ONLY=()
-SHARE="$(dirname "$0")/share_runs.sh"
 [ -n "${SUMMARY_ONLY:-}" ] && ONLY=(--summary-only)
 
 # Settings shared by every variant of a comparison (the same seeds, data
@@ -49,7 +49,7 @@ full)
     BR_C=${BR_C:-4}   # brackets headline width: C = 8 saturated (99.9 %) in converged probes
     # Two chains, brackets and charlm, run side by side (JOBS=2, the default
     # with 2 or more cores), each run on THREADS threads (default: the cores
-    # divided among the chains). docs/results-full was made this way on 2
+    # divided among the chains). results/full was made this way on 2
     # cores: one thread per run. A run is bit-identical for the same seed,
     # build and thread count. JOBS=1 runs the chains one after the other.
     JOBS=${JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
@@ -73,13 +73,11 @@ full)
             --lr 3e-3 --seeds 5 --eval-every 8000 --eval-items 512 --log-every 800 --data "$DATA" \
             "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-80k"
         "$BIN" ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-width"
-        # Cells shared with the width sweep or the headline (same settings)
-        # are copied, not rerun.
-        bash "$SHARE" "$OUT"/charlm-width/runs/charlm-T16-C"$LM_C"-* "$OUT/charlm/runs"
-        for sd in 1 2 3 4 5; do
-            bash "$SHARE" "$OUT"/charlm-T12/runs/charlm-T12-C"$LM_C"-ffn1-*-s$sd "$OUT/charlm/runs"
-        done
-        "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm"
+        # Cells shared with the width sweep or the headline (the same
+        # config and settings, as their run records say) are copied, not
+        # rerun.
+        "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" \
+            --share-from "$OUT/charlm-width" --share-from "$OUT/charlm-T12" --out "$OUT/charlm"
         # then help with the last brackets grid: ablate locks each cell it
         # trains, so two processes on one grid share its cells
         brackets_t24
@@ -92,8 +90,8 @@ full)
     }
     brackets_chain() {
         "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
-        bash "$SHARE" "$OUT"/brackets-width/runs/brackets-T16-C"$BR_C"-* "$OUT/brackets/runs"
-        "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets"
+        "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" \
+            --share-from "$OUT/brackets-width" --out "$OUT/brackets"
         brackets_t24
     }
     if [ "$JOBS" -ge 2 ]; then
@@ -126,46 +124,35 @@ samplers)
     ;;
 esac
 
+# The figures, the couplings and the report of every grid, from the run
+# records (nothing typed by hand). A width sweep's learning curves and
+# couplings are those of the headline width, not the widest (where every
+# variant saturates).
 for d in "$OUT"/*/; do
-    # a width sweep's learning curves: at the headline width, not the widest
-    # (where every variant saturates)
+    [ -f "${d}grid.json" ] || continue
+    wide=()
+    case $(basename "$d") in
+    brackets*) wide=(--prefer-C "${BR_C:-4}") ;;
+    charlm*) wide=(--prefer-C "${LM_C:-32}") ;;
+    esac
     curves=()
     case $(basename "$d") in
     brackets-width) curves=(--curves-C "${BR_C:-4}") ;;
     charlm-width) curves=(--curves-C "${LM_C:-32}") ;;
     esac
-    "$BIN" plot "$d" "${curves[@]}" || echo "plots skipped for $d"
-done
-# Couplings of each grid's boltzmann cell with the largest T (with FFN when
-# both exist, at the headline width when the grid sweeps widths), over all
-# its finished seeds (an unfinished run's save point is not its result): J by
-# distance with its spread over seeds. Checkpoints are not kept in git, so a
-# clone keeps the committed tables.
-# a finished run with its checkpoint
-finished_ckpt() { [ -f "$1/model.safetensors" ] && [ -f "$1/result.json" ]; }
-for d in "$OUT"/*/; do
-    [ -d "${d}runs" ] || continue
-    # run names: TASK-T<T>-C<C>-ffn<0|1>-VARIANT-s<seed>, and a sampled run
-    # adds -SAMPLER-S<shots> (exact runs only here)
-    cell=$(cd "${d}runs" && for r in *-boltzmann-s*; do
-               finished_ckpt "$r" && echo "$r"
-           done | awk -F- -v lm="${LM_C:-32}" -v br="${BR_C:-4}" '
-               NF == 6 { T = substr($2, 2) + 0; C = substr($3, 2) + 0; f = substr($4, 4) + 0
-                 head = ($1 == "charlm" ? lm : br) == C
-                 printf "%d %d %d %d %s-%s-%s-%s-%s\n", T, f, head, C, $1, $2, $3, $4, $5 }' |
-           sort -k1,1n -k2,2n -k3,3n -k4,4n | tail -n 1 | cut -d' ' -f5) || true
-    [ -n "$cell" ] || continue
-    ck=()
-    for r in "${d}runs/$cell"-s*; do
-        [[ $r =~ -s[0-9]+$ ]] && finished_ckpt "$r" && ck+=(--ckpt "$r/model.safetensors")
-    done
-    rm -rf "${d}couplings"
-    "$BIN" couplings "${ck[@]}" --out "${d}couplings" >/dev/null || true
+    "$BIN" plot "${d%/}" "${curves[@]}" || echo "plots skipped for ${d%/}"
+    # J of the grid's boltzmann cell with the largest T over its finished
+    # seeds; checkpoints are not committed, so a clone keeps the committed
+    # analysis (couplings says there is nothing to read and it stays).
+    if "$BIN" couplings --grid "${d%/}" "${wide[@]}" --out "${d}couplings.new" >/dev/null 2>&1; then
+        rm -rf "${d}couplings" && mv "${d}couplings.new" "${d}couplings"
+    else
+        rm -rf "${d}couplings.new"
+    fi
 done
 end=$(date +%s)
-
-# The report: generated from the results files, nothing typed by hand.
-report="$OUT/report.md"
 echo "this invocation: $(( (end - start) / 60 )) minutes" >&2
-bash "$(dirname "$0")/report.sh" "$OUT" "$preset" "" "$BIN" >"$report"
-echo "report: $report"
+# the report replaces report.md only once it is complete
+"$BIN" report "$OUT" --preset "$preset" >"$OUT/report.md.tmp"
+mv "$OUT/report.md.tmp" "$OUT/report.md"
+echo "report: $OUT/report.md"

@@ -1,0 +1,163 @@
+/* The boltzattn tool's shared pieces (cli/ and lab/): messages and exit
+ * codes, data and output files, the sampler options, and the training
+ * driver that runs the library's loop for `train` and `ablate`. Only the
+ * tool prints and chooses exit codes: 0 ok, 1 runtime failure, 2 bad
+ * usage or input. */
+#ifndef BA_CLI_H
+#define BA_CLI_H
+
+#include "boltzattn.h"
+#include "opts.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit code for a library status met while reading inputs: bad input is
+ * 2, an allocation or numerical failure 1. */
+int input_status(int st);
+/* "boltzattn CMD: err" on stderr; returns code. */
+int fail_lib(const command *c, const char *err, int code);
+
+/* mkdir -p; 0, or -1 with err filled. */
+int make_dirs(const char *path, char *err);
+/* Where charlm data comes from without --data: $BA_DATA, else
+ * data/tinyshakespeare.txt. */
+const char *default_data_path(void);
+/* The data a checkpoint or state describes: brackets rebuilt from spec,
+ * charlm read from path (with spec's vocabulary when use_vocab). An
+ * unreadable charlm file adds the hint to run 'make data'. */
+int open_dataset(const ba_data_spec *spec, int T, const char *path, int use_vocab,
+                 ba_dataset **out, char *err);
+/* The charlm data path recorded by train in a checkpoint, or NULL
+ * (malloc'd). */
+char *ckpt_data_path(const char *ckpt);
+void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r);
+
+/* ------------------------------------------------------ output files
+ * Files the lab writes with fprintf go through memory and then the
+ * library's atomic writer: out_open gives a stream, out_close puts its
+ * bytes at path (0, or 1 after printing). Paths are PATH_LEN bytes;
+ * mkpath formats one (-1 after printing when it does not fit). */
+#define PATH_LEN 4096
+int mkpath(const command *c, char *buf, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+typedef struct {
+    FILE *f;
+    char *buf;
+    size_t len;
+} out_file;
+/* 0 or 1 after printing (out of memory). */
+int out_open(const command *c, out_file *o);
+int out_close(const command *c, out_file *o, const char *path);
+/* out_open with the path formatted into path (PATH_LEN bytes): the
+ * stream, or NULL after printing. */
+FILE *out_openf(const command *c, out_file *o, char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* 1 if an executable gnuplot is on PATH; its install hint. */
+int have_gnuplot(void);
+extern const char *const no_gnuplot_fix;
+/* Runs `gnuplot SCRIPT` inside dir (no shell): 0, or 1 after printing. */
+int run_gnuplot(const command *c, const char *dir, const char *script);
+/* The opening of a gnuplot script: terminal and output file (relative to
+ * the script's directory). */
+void gp_header(FILE *f, const char *script, const char *png, int w, int h);
+
+/* ------------------------------------------------------ sampler options
+ * SAMPLER_OPTS(DEF): --sampler KIND (default DEF) and --shots S; the
+ * parameters of the kinds (--dqa-tau, ...) come from the library's table
+ * (ba_sampler_params): sampler_opts_append adds them, with their defaults
+ * and help, at the end of an option table that has room for them. */
+#define SAMPLER_OPTS(sampler_def)                                                            \
+    {"sampler", "KIND", sampler_def,                                                         \
+     "Ising marginals of boltzmann/coupling attention: exact, or estimated from the shots "  \
+     "of direct|dqa|gibbs|sa",                                                               \
+     0, 0}
+#define SAMPLER_PARAM_SLOTS 16
+/* Appends every parameter option but those named in skip (NULL-ended, may
+ * be NULL) before the table's terminator; cap is the table's length. */
+void sampler_opts_append(opt *table, int cap, const char *const *skip);
+/* Checks the parameter options given (shots only when with_shots): each
+ * in range and used by one of the nkinds kinds in use. 0 or an exit code. */
+int parse_sampler_params(const command *c, const ba_sampler_kind *kinds, int nkinds,
+                         int with_shots);
+/* Sets the parameters given that s->kind uses (after parse_sampler_params). */
+void apply_sampler_params(const command *c, ba_sampler *s, int with_shots);
+/* --sampler KIND, --shots and the parameters into *out: from *base when
+ * the kind is base's (eval: the checkpoint's sampler), else from
+ * ba_sampler_default(kind), validated. 0 or an exit code. */
+int parse_sampler_opt(const command *c, const ba_sampler *base, ba_sampler *out);
+/* "exact" or e.g. "gibbs, S=256" (beta_assumed added when not 1). */
+void sampler_desc(const ba_sampler *s, char *buf, size_t n);
+
+/* ------------------------------------------------------ training */
+
+/* The options train and ablate share (one definition, so their names,
+ * defaults and help cannot drift apart): model depth and heads, the data
+ * settings, the engine and the optimisation schedule. */
+#define SHARED_TRAIN_OPTS                                                                    \
+    {"layers", "N", "1", "transformer blocks", 0, 0},                                        \
+    {"heads", "N", "1", "attention heads per block", 0, 0},                                  \
+    {"steps", "N", "1000", "optimisation steps (of each run)", 0, 0},                        \
+    {"batch", "N", "32", "sequences per step", 0, 0},                                        \
+    {"lr", "X", "3e-3", "peak learning rate", 0, 0},                                         \
+    {"min-lr", "X", "0.1", "final learning rate as a fraction of --lr", 0, 0},               \
+    {"warmup", "N", "5% of steps", "linear warmup steps", 0, 0},                             \
+    {"weight-decay", "X", "0.1", "AdamW decay of weight matrices (never J, LayerNorm, "     \
+     "biases)", 0, 0},                                                                       \
+    {"clip", "X", "1.0", "global gradient-norm clip (0 = off)", 0, 0},                       \
+    {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt", "charlm text file", 0, 0},      \
+    {"kinds", "N", "1", "brackets: bracket kinds", 0, 0},                                    \
+    {"heldout", "N", "2000", "brackets: held-out sequences (at most 20% of all prefixes)",  \
+     0, 0},                                                                                  \
+    {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},                  \
+    {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},                  \
+    {"eval-every", "N", "steps/10", "validate every N steps (0 = only at the end)", 0, 0},   \
+    {"save-every", "N", "as --eval-every",                                                   \
+     "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},  \
+    {"eval-items", "N", "512", "items in periodic validation (the final one uses all)", 0,  \
+     0},                                                                                     \
+    {"log-every", "N", "10", "write a training record to metrics.jsonl every N steps", 0,   \
+     0},                                                                                     \
+    {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0}
+
+/* Reads SHARED_TRAIN_OPTS (s->seed and j_init_std are left to the
+ * caller) and applies --threads. 0 or an exit code. */
+typedef struct {
+    int layers, heads;
+    ba_engine engine;
+    ba_data_spec data; /* kinds, held-out size and seed */
+} model_opts;
+int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_settings *s);
+
+/* One writer per run directory: a POSIX record lock on DIR/.lock (which
+ * holds the holder's process id, for people). The kernel drops it when its
+ * process ends, however it ends, so a lock left by a dead process is
+ * simply taken. take_lock: 0 (held until release_lock); 2 if a live
+ * process holds it (err names its id); 1 if the lock file cannot be made.
+ * The descriptor stays open while the lock is held. */
+typedef struct {
+    int fd;
+    char path[PATH_LEN + 8];
+} dir_lock;
+int take_lock(const char *dir, dir_lock *lk, char *err);
+void release_lock(dir_lock *lk);
+
+/* Runs a trainer into dir (which the caller has locked): the progress
+ * line (verbose 2), the header and validation lines (verbose >= 1), the
+ * first SIGINT/SIGTERM stops at a save point and a second ends the process
+ * at once. Returns 0, or 1 after printing a runtime failure or a stop. */
+int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
+                ba_train_outcome *out);
+
+/* subcommands */
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_grads(int argc, char **argv);
+int cmd_batch(int argc, char **argv);
+int cmd_ablate(int argc, char **argv);
+int cmd_couplings(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_dqa(int argc, char **argv);
+
+#endif

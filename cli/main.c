@@ -1,0 +1,58 @@
+/* boltzattn: the command-line tool. Train, evaluate, sample and inspect
+ * Boltzmann-attention models (cli/), and run and report comparisons of
+ * them (lab/). Only the tool prints and picks exit codes: 0 ok, 1 runtime
+ * failure, 2 bad usage or bad input. */
+#include "cli.h"
+
+#include <string.h>
+
+/* -------------------------------------------------------------- main */
+
+static void print_main_help(void)
+{
+    printf("boltzattn %s: Boltzmann attention (Ising-marginal attention weights), exact.\n\n"
+           "usage: %s COMMAND [options]\n\n"
+           "commands:\n"
+           "  train    train a model (charlm or brackets, any attention variant)\n"
+           "  eval     validation perplexity (charlm) or held-out accuracy (brackets)\n"
+           "  sample   generate text from a charlm checkpoint\n"
+           "  grads    loss and every parameter's gradient for a batch file\n"
+           "  batch    write a batch file drawn from a checkpoint's task\n"
+           "  ablate   train a grid of variants x T x widths x seeds; results and summary\n"
+           "  plot     plots of an ablation directory (gnuplot)\n"
+           "  couplings  the couplings J of a checkpoint: CSV, by distance, plots\n"
+           "  report   the results report of reproduced grids (Markdown, generated)\n"
+           "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
+           "  version  print the version\n\n"
+           "'%s COMMAND --help' lists a command's options and their defaults.\n",
+           BA_VERSION, prog, prog);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_main_help();
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        print_main_help();
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("boltzattn %s\n", BA_VERSION);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"train", cmd_train}, {"eval", cmd_eval},   {"sample", cmd_sample},
+                {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate},
+                {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"report", cmd_report},
+                {"dqa", cmd_dqa}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(cmd, cmds[i].name) == 0)
+            return cmds[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "%s: unknown command '%s' (try '%s --help')\n", prog, cmd, prog);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,78 @@
+/* The one command-line option parser: the boltzattn tool's commands (cli/,
+ * lab/) and the benchmarks (bench/) declare their options in tables of
+ * `opt` and read them through the getters below. Everything here prints
+ * its own messages to stderr and returns an exit code (2: bad usage). */
+#ifndef BA_OPTS_H
+#define BA_OPTS_H
+
+#include "boltzattn.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define EXIT_USAGE 2
+
+/* The program name messages start with ("boltzattn", "bench_train"). */
+extern const char *prog;
+
+typedef struct {
+    const char *name; /* long name without dashes */
+    const char *arg;  /* metavariable, or NULL for a flag */
+    const char *def;  /* default shown in --help (NULL: none) */
+    const char *help;
+    const char *val;  /* parsed value (or def) */
+    int set;          /* given on the command line */
+} opt;
+
+typedef struct {
+    const char *cmd;   /* command name in messages; NULL for a whole program */
+    const char *usage; /* text after the name in the usage line */
+    opt *opts;         /* ends with an entry whose name is NULL */
+} command;
+
+/* "PROG CMD: message\n(see 'PROG CMD --help')" on stderr; returns 2. */
+int usage_error(const command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void print_help(const command *c);
+/* Parses argv (without the program and command names). Up to maxpos
+ * positional arguments (not starting with '-', or "-") go to pos, in order
+ * (*npos their count; pos and npos may be NULL when maxpos is 0). Returns
+ * -1 after printing --help, 0 on success, else an exit code after printing
+ * the problem. */
+int parse_args(const command *c, int argc, char **argv, const char **pos, int maxpos,
+               int *npos);
+opt *find_opt(const command *c, const char *name);
+const char *get_str(const command *c, const char *name);
+int is_set(const command *c, const char *name);
+/* Every value of an option given more than once, in command-line order
+ * (parse_args keeps the last): vals[0..max-1] point into argv. Returns the
+ * count, or -EXIT_USAGE (after printing) when there are more than max. */
+int get_repeated(const command *c, int argc, char **argv, const char *name, const char **vals,
+                 int max);
+/* Numbers in range: 0, or an exit code after printing the problem. A
+ * missing value (no default) is "option '--NAME' is required". */
+int get_long(const command *c, const char *name, long lo, long hi, long *out);
+int get_int(const command *c, const char *name, int lo, int hi, int *out);
+int get_u64(const command *c, const char *name, uint64_t *out);
+int get_double(const command *c, const char *name, double lo, double hi, double *out);
+/* A comma-separated list of at most max numbers in [lo, hi] (integers when
+ * integral): no empty items, no repeats. */
+int get_list(const command *c, const char *name, double lo, double hi, int integral,
+             double *out, int max, int *n);
+int get_int_list(const command *c, const char *name, int lo, int hi, int *out, int max, int *n);
+
+/* --threads N (when the command has it and it was given): OpenMP and BLAS
+ * threads. 0 or an exit code. */
+int apply_threads(const command *c);
+void set_threads(int n);
+int threads_in_use(void);
+
+/* Monotonic seconds, and "2m05s" style durations ("?" when unknown). */
+double now_s(void);
+void fmt_duration(double s, char *buf, size_t n);
+/* The CPU's model name from /proc/cpuinfo ("unknown" if none). */
+void cpu_model(char *out, size_t len);
+/* A benchmark's CSV file opened for writing with its header line written:
+ * the stream, or NULL after printing why (exit code 2, the path is bad). */
+FILE *open_csv(const char *path, const char *header);
+
+#endif

@@ -1,0 +1,369 @@
+/* boltzattn train: builds a model for a task, or restores a saved run, and
+ * drives the library's training loop (ba_trainer_run) into a run
+ * directory: the lock, the progress line, the messages, and stopping at a
+ * save point on the first SIGINT/SIGTERM. ablate trains its cells through
+ * the same driver (run_trainer). */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ signals */
+
+/* The signal that asked the running training to stop, 0 if none. */
+static volatile sig_atomic_t stop_signal;
+
+/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once,
+ * by the signal's default action, even in the middle of the save (whose
+ * temporary file never replaces the last complete one). Only
+ * async-signal-safe calls here. */
+static void on_stop_signal(int sig)
+{
+    if (stop_signal) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+    static const char msg[] = "\nboltzattn: signal received: stopping after this step to save a checkpoint "
+                              "(a second signal exits at once, without saving)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* --------------------------------------------------------- the driver */
+
+typedef struct {
+    const command *c;
+    const ba_train_settings *s;
+    ba_task task;
+    int verbose;      /* 0 silent, 1 header and validation lines, 2 also progress */
+    double tlast;     /* when the progress line was last drawn */
+    double ema_loss;  /* smoothed loss of the progress line */
+    int line_open;    /* a progress line is on the terminal */
+} driver;
+
+static void on_progress(const ba_record *r, void *user)
+{
+    driver *d = user;
+    d->ema_loss = isnan(d->ema_loss) ? r->loss : 0.9 * d->ema_loss + 0.1 * r->loss;
+    double t = now_s();
+    if (d->verbose < 2 || (t - d->tlast <= 0.2 && r->step != d->s->steps))
+        return;
+    char eta[32];
+    fmt_duration((double)(d->s->steps - r->step) / r->steps_per_s, eta, sizeof eta);
+    fprintf(stderr, "\rstep %ld/%ld  loss %.4f  lr %.2e  %.2f steps/s  ETA %s   ", r->step,
+            d->s->steps, d->ema_loss, r->lr, r->steps_per_s, eta);
+    d->tlast = t;
+    d->line_open = 1;
+}
+
+/* The validation lines under the progress line. */
+static int on_record(const ba_record *r, void *user, char *err)
+{
+    (void)err;
+    driver *d = user;
+    if (r->kind != BA_REC_EVAL || d->verbose < 1)
+        return 0;
+    if (d->line_open)
+        fprintf(stderr, "\r\033[K");
+    d->line_open = 0;
+    char label[64];
+    snprintf(label, sizeof label, "step %ld (%d items)", r->step, r->eval.n_items);
+    print_eval(stderr, label, d->task, &r->eval);
+    return 0;
+}
+
+static int on_stop(void *user)
+{
+    (void)user;
+    return stop_signal != 0;
+}
+
+/* What went wrong, and which checkpoint is left. */
+static void report_failure(const driver *d, const char *dir, const ba_train_outcome *o, int st,
+                           const char *err)
+{
+    const char *nl = d->line_open ? "\n" : "";
+    if (o->stopped) {
+        fprintf(stderr, "%s%s %s: interrupted at step %ld, and the checkpoint could not be "
+                        "saved: %s\n", nl, prog, d->c->cmd, o->step, err);
+        return;
+    }
+    fprintf(stderr, "%s%s %s: %s\n", nl, prog, d->c->cmd, err);
+    if (!o->failed_step || st != BA_ERR_NUMERIC)
+        return;
+    if (o->saved_step >= 0)
+        fprintf(stderr, "%s %s: training stopped; %s/model.safetensors keeps the last good "
+                        "checkpoint (step %ld)\n", prog, d->c->cmd, dir, o->saved_step);
+    else
+        fprintf(stderr, "%s %s: training stopped before its first save; no checkpoint was "
+                        "written\n", prog, d->c->cmd);
+}
+
+/* The lines before the first step: model, threads, data. */
+static void print_header(ba_trainer *t, const char *dir)
+{
+    ba_model *m = ba_trainer_model(t);
+    const ba_config *cfg = ba_model_config(m);
+    ba_data_spec spec;
+    char sdesc[96];
+    sampler_desc(&cfg->sampler, sdesc, sizeof sdesc);
+    int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
+    ba_trainer_data_spec(t, &spec);
+    fprintf(stderr,
+            "train %s %s T=%d L=%d H=%d C=%d ffn=%s engine=%s%s%s: %zu parameters, %d "
+            "threads, out %s\n",
+            ba_task_name(spec.task), ba_attn_name(cfg->attn), cfg->block_size, cfg->n_layer,
+            cfg->n_head, cfg->n_embd, cfg->ffn ? "on" : "off", ba_engine_name(cfg->engine),
+            sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
+            threads_in_use(), dir);
+    uint64_t ntrain, neval;
+    const ba_dataset *d = ba_trainer_dataset(t);
+    ba_dataset_sizes(d, &ntrain, &neval);
+    if (spec.task == BA_TASK_BRACKETS)
+        fprintf(stderr, "brackets: %llu training prefixes, %llu held out; position-only "
+                        "baseline %.2f %%\n",
+                (unsigned long long)ntrain, (unsigned long long)neval,
+                100.0 * ba_dataset_position_baseline(d));
+    else
+        fprintf(stderr, "charlm: %s, vocabulary %d, %llu train / %llu validation bytes\n",
+                ba_trainer_data_path(t) ? ba_trainer_data_path(t) : "(unnamed)",
+                cfg->vocab_size, (unsigned long long)ntrain, (unsigned long long)neval);
+    long step = ba_trainer_step_count(t);
+    if (step > 0)
+        fprintf(stderr, "resuming at step %ld of %ld\n", step, ba_trainer_settings(t)->steps);
+}
+
+/* The final lines of a sampled run: both evaluations. */
+static void print_final(const driver *d, ba_trainer *t, const ba_train_outcome *o)
+{
+    const ba_config *cfg = ba_model_config(ba_trainer_model(t));
+    if (d->verbose < 1 || cfg->sampler.kind == BA_SAMPLER_EXACT)
+        return;
+    char label[128], sdesc[96];
+    sampler_desc(&cfg->sampler, sdesc, sizeof sdesc);
+    snprintf(label, sizeof label, "final (%s)", sdesc);
+    print_eval(stderr, label, d->task, &o->final);
+    if (o->has_exact)
+        print_eval(stderr, "final (exact inference)", d->task, &o->exact);
+    else
+        fprintf(stderr, "final (exact inference): skipped, T = %d is beyond the %s engine's "
+                        "limit of %d\n",
+                cfg->block_size, ba_engine_name(cfg->engine), ba_engine_max_spins(cfg->engine));
+}
+
+int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
+                ba_train_outcome *out)
+{
+    ba_data_spec spec;
+    ba_trainer_data_spec(t, &spec);
+    driver d = {c, ba_trainer_settings(t), spec.task, verbose, 0, NAN, 0};
+    if (verbose >= 1)
+        print_header(t, dir);
+    /* From here on every exit restores the handlers. */
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    /* Restart interrupted calls: the first signal must not fail a save in
+     * progress (a write to a slow device or a pipe). */
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ba_train_hooks hooks = {on_record, on_progress, on_stop, &d};
+    char err[BA_ERR_LEN];
+    int st = ba_trainer_run(t, dir, &hooks, out, err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (st) {
+        report_failure(&d, dir, out, st, err);
+        return 1;
+    }
+    if (d.line_open)
+        fprintf(stderr, "\n");
+    if (out->stopped) {
+        fprintf(stderr, "%s %s: interrupted by signal %d at step %ld; checkpoint saved to "
+                        "%s/model.safetensors\n",
+                prog, c->cmd, (int)stop_signal, out->step, dir);
+        return 1;
+    }
+    print_final(&d, t, out);
+    return 0;
+}
+
+/* ------------------------------------------------------------- train */
+
+static opt train_opts[64] = {
+    {"task", "charlm|brackets", "brackets", "task to train on", 0, 0},
+    {"attn", "VARIANT", "boltzmann", "attention: softmax|sigmoid|boltzmann|coupling", 0, 0},
+    {"T", "N", "8", "block size (context length)", 0, 0},
+    {"embd", "N", "64", "embedding width C (divisible by --heads)", 0, 0},
+    {"no-ffn", NULL, NULL, "blocks without the MLP", 0, 0},
+    SHARED_TRAIN_OPTS,
+    {"j-init-std", "X", "0", "std of the initial couplings J (0 = start at sigmoid)", 0, 0},
+    {"seed", "N", "1", "seed of initialisation and batch order", 0, 0},
+    {"out", "DIR", "runs/TASK-ATTN-T<T>[-SAMPLER-S<S>]-s<SEED>", "output directory", 0, 0},
+    {"quiet", NULL, NULL, "no progress line", 0, 0},
+    {"resume", "DIR", NULL,
+     "continue the run saved in DIR exactly (its own settings; only --data, --threads and "
+     "--quiet may be given)", 0, 0},
+    SAMPLER_OPTS("exact"),
+    {0, 0, 0, 0, 0, 0},
+};
+static const command train_cmd = {"train", "--task charlm|brackets [options]", train_opts};
+
+static void report_training(const ba_config *cfg, ba_task task, const char *outdir,
+                            const ba_train_outcome *res)
+{
+    char sdesc[96] = "";
+    if (cfg->sampler.kind != BA_SAMPLER_EXACT) {
+        strcpy(sdesc, " sampler ");
+        sampler_desc(&cfg->sampler, sdesc + 9, sizeof sdesc - 9);
+    }
+    printf("%s %s T=%d%s: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(task),
+           ba_attn_name(cfg->attn), cfg->block_size, sdesc, res->steps_run, res->train_s,
+           (double)res->steps_run / fmax(res->train_s, 1e-9));
+    print_eval(stdout, "final", task, &res->final);
+    if (res->has_exact)
+        print_eval(stdout, "final (exact inference)", task, &res->exact);
+    printf("checkpoint: %s/model.safetensors\n", outdir);
+}
+
+/* Locks dir, runs t into it, reports; the exit code. */
+static int train_into(const command *c, ba_trainer *t, const char *dir)
+{
+    char err[BA_ERR_LEN];
+    dir_lock lk;
+    int st = take_lock(dir, &lk, err);
+    if (st)
+        return fail_lib(c, err, st);
+    int verbose = is_set(c, "quiet") ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
+    ba_train_outcome res;
+    int code = run_trainer(c, t, dir, verbose, &res);
+    release_lock(&lk);
+    if (code == 0) {
+        ba_data_spec spec;
+        ba_trainer_data_spec(t, &spec);
+        report_training(ba_model_config(ba_trainer_model(t)), spec.task, dir, &res);
+    }
+    return code;
+}
+
+/* train --resume DIR: the saved run continues with its own settings. */
+static int train_resume(const command *c)
+{
+    for (opt *o = c->opts; o->name; o++)
+        if (o->set && strcmp(o->name, "resume") && strcmp(o->name, "data") &&
+            strcmp(o->name, "threads") && strcmp(o->name, "quiet"))
+            return usage_error(c,
+                               "--%s cannot be combined with --resume: the run continues with "
+                               "the settings it was started with",
+                               o->name);
+    int rc = apply_threads(c);
+    if (rc)
+        return rc;
+    const char *dir = get_str(c, "resume");
+    char err[BA_ERR_LEN], *saved_data = NULL, state[PATH_LEN];
+    if (mkpath(c, state, "%s/state.safetensors", dir))
+        return EXIT_USAGE;
+    ba_config cfg;
+    ba_data_spec spec;
+    int st = ba_trainer_peek(state, &cfg, &spec, NULL, &saved_data, err);
+    if (st)
+        return fail_lib(c, err, input_status(st));
+    const char *data_path = is_set(c, "data") ? get_str(c, "data")
+                            : saved_data      ? saved_data
+                                              : default_data_path();
+    ba_dataset *data = NULL;
+    ba_trainer *t = NULL;
+    st = open_dataset(&spec, cfg.block_size, data_path, 1, &data, err);
+    if (st == BA_OK)
+        st = ba_trainer_restore(&t, state, data, data_path, err);
+    free(saved_data);
+    int code = st ? fail_lib(c, err, input_status(st)) : train_into(c, t, dir);
+    ba_trainer_free(t);
+    ba_dataset_free(data);
+    return code;
+}
+
+/* The model config of the command line (refused before any data is read). */
+static int train_config(const command *c, ba_task task, const model_opts *mo, ba_config *cfg)
+{
+    ba_attn attn;
+    char err[BA_ERR_LEN];
+    int T, embd, rc;
+    if (ba_attn_parse(get_str(c, "attn"), &attn, err))
+        return usage_error(c, "%s", err);
+    if ((rc = get_int(c, "T", 1, BA_MAX_BLOCK, &T)) || (rc = get_int(c, "embd", 1, 8192, &embd)))
+        return rc;
+    ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    *cfg = ba_config_default(attn, T);
+    if ((rc = parse_sampler_opt(c, &exact, &cfg->sampler)))
+        return rc;
+    cfg->engine = mo->engine;
+    cfg->n_layer = mo->layers, cfg->n_head = mo->heads, cfg->n_embd = embd;
+    cfg->ffn = !is_set(c, "no-ffn");
+    /* what the data will set, so the config can be checked now */
+    cfg->head = task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
+    cfg->vocab_size = task == BA_TASK_BRACKETS ? 2 * mo->data.kinds : 1;
+    cfg->out_size = task == BA_TASK_BRACKETS ? T : 1;
+    if (ba_config_validate(cfg, err))
+        return usage_error(c, "%s", err);
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    const command *c = &train_cmd;
+    sampler_opts_append(train_opts, (int)(sizeof train_opts / sizeof train_opts[0]), NULL);
+    int rc = parse_args(c, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (is_set(c, "resume"))
+        return train_resume(c);
+    char err[BA_ERR_LEN];
+    ba_task task;
+    if (ba_task_parse(get_str(c, "task"), &task, err))
+        return usage_error(c, "%s", err);
+    model_opts mo;
+    ba_train_settings s;
+    ba_config cfg;
+    if ((rc = parse_shared_opts(c, task, &mo, &s)) ||
+        (rc = get_double(c, "j-init-std", 0, 100, &s.j_init_std)) ||
+        (rc = get_u64(c, "seed", &s.seed)) || (rc = train_config(c, task, &mo, &cfg)))
+        return rc;
+    const char *data_path = is_set(c, "data") ? get_str(c, "data") : default_data_path();
+    ba_dataset *data = NULL;
+    int st = open_dataset(&mo.data, cfg.block_size, data_path, 0, &data, err);
+    if (st)
+        return fail_lib(c, err, input_status(st));
+    ba_config_set_data(&cfg, data);
+    char outdir[2048];
+    if (is_set(c, "out"))
+        snprintf(outdir, sizeof outdir, "%s", get_str(c, "out"));
+    else if (cfg.sampler.kind != BA_SAMPLER_EXACT)
+        snprintf(outdir, sizeof outdir, "runs/%s-%s-T%d-%s-S%d-s%llu", ba_task_name(task),
+                 ba_attn_name(cfg.attn), cfg.block_size, ba_sampler_name(cfg.sampler.kind),
+                 cfg.sampler.shots, (unsigned long long)s.seed);
+    else
+        snprintf(outdir, sizeof outdir, "runs/%s-%s-T%d-s%llu", ba_task_name(task),
+                 ba_attn_name(cfg.attn), cfg.block_size, (unsigned long long)s.seed);
+    ba_trainer *t = NULL;
+    int code;
+    if ((st = ba_trainer_init(&t, &cfg, data, data_path, &s, err)))
+        code = fail_lib(c, err, input_status(st));
+    else if (make_dirs(outdir, err))
+        code = fail_lib(c, err, 1);
+    else
+        code = train_into(c, t, outdir);
+    ba_trainer_free(t);
+    ba_dataset_free(data);
+    return code;
+}

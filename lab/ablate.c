@@ -1,0 +1,530 @@
+/* boltzattn ablate: the grid of attention variants x T x widths x FFN x
+ * seeds (x samplers x shots for boltzmann and coupling), trained with
+ * identical settings and data order per seed through the library's loop,
+ * resumable, shared by processes, summarised with paired confidence
+ * intervals against softmax. The grid is recorded in DIR/grid.json, each
+ * run in DIR/runs/NAME/run.json. */
+#include "lab.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SHARE 16
+
+static opt ablate_opts[64] = {
+    {"task", "charlm|brackets", NULL, "task (required)", 0, 0},
+    {"attn", "LIST", "softmax,sigmoid,boltzmann,coupling", "attention variants", 0, 0},
+    {"T", "LIST", "8", "block sizes", 0, 0},
+    {"embd", "LIST", "64", "model widths C", 0, 0},
+    {"seeds", "N", "5", "seeds per cell", 0, 0},
+    {"seed0", "N", "1", "first seed (seeds are seed0 .. seed0+N-1)", 0, 0},
+    {"no-ffn-too", NULL, NULL, "run every cell with and without the FFN", 0, 0},
+    {"no-ffn", NULL, NULL, "run every cell without the FFN only", 0, 0},
+    SHARED_TRAIN_OPTS,
+    {"out", "DIR", NULL, "grid directory (required); finished cells there are kept", 0, 0},
+    {"summary-only", NULL, NULL, "train nothing: rewrite results and summary from DIR", 0, 0},
+    {"share-from", "DIR", NULL,
+     "another grid whose finished runs fill this grid's cells when their config and settings "
+     "are the same (copied, not rerun); may be given more than once", 0, 0},
+    {"sampler", "LIST", "exact",
+     "samplers of the boltzmann/coupling cells: exact,direct,dqa,gibbs,sa (sampled cells are "
+     "named ...-KIND-S<shots>)", 0, 0},
+    {"shots", "LIST", NULL, "shots of the sampled cells", 0, 0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
+                                   ablate_opts};
+
+/* ------------------------------------------------------ the grid */
+
+/* A comma-separated list of names into parsed values (no empty item, no
+ * repeat): parse(name, &value, err) for each. */
+static int name_list(const command *c, const char *opt_name, int max,
+                     int (*parse)(const char *, int *, char *), int *out, int *n)
+{
+    char list[512], err[BA_ERR_LEN];
+    const char *v = get_str(c, opt_name);
+    *n = 0;
+    if (snprintf(list, sizeof list, "%s", v) >= (int)sizeof list)
+        return usage_error(c, "--%s: list too long", opt_name);
+    char *p = list;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*p)
+            return usage_error(c, "--%s: '%s' has an empty item", opt_name, v);
+        if (*n >= max)
+            return usage_error(c, "--%s: at most %d values", opt_name, max);
+        if (parse(p, &out[*n], err))
+            return usage_error(c, "--%s: %s", opt_name, err);
+        for (int i = 0; i < *n; i++)
+            if (out[i] == out[*n])
+                return usage_error(c, "--%s: '%s' is listed twice", opt_name, p);
+        (*n)++;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+static int parse_attn(const char *s, int *out, char *err)
+{
+    ba_attn a;
+    int rc = ba_attn_parse(s, &a, err);
+    *out = (int)a;
+    return rc;
+}
+
+static int parse_kind(const char *s, int *out, char *err)
+{
+    ba_sampler_kind k;
+    int rc = ba_sampler_parse(s, &k, err);
+    *out = (int)k;
+    return rc;
+}
+
+/* The arms: every variant, and the boltzmann and coupling ones once per
+ * sampler (and shot count, for sampled ones). */
+static int parse_arms(const command *c, lab_grid *g)
+{
+    int attn[4], na, kinds[8], nk, shots[LAB_MAX_LIST], ns = 0, rc, any_sampled = 0;
+    if ((rc = name_list(c, "attn", 4, parse_attn, attn, &na)) ||
+        (rc = name_list(c, "sampler", 5, parse_kind, kinds, &nk)))
+        return rc;
+    for (int k = 0; k < nk; k++)
+        any_sampled |= kinds[k] != BA_SAMPLER_EXACT;
+    if (is_set(c, "shots") && !any_sampled)
+        return usage_error(c, "--shots needs a sampler other than exact (--sampler)");
+    if (any_sampled && (rc = get_int_list(c, "shots", 1, 1 << 24, shots, LAB_MAX_LIST, &ns)))
+        return rc;
+    ba_sampler_kind sk[8];
+    for (int k = 0; k < nk; k++)
+        sk[k] = (ba_sampler_kind)kinds[k];
+    if ((rc = parse_sampler_params(c, sk, nk, 0)))
+        return rc;
+    int ising_in_grid = 0;
+    for (int a = 0; a < na; a++) {
+        int ising = attn[a] == BA_ATTN_BOLTZMANN || attn[a] == BA_ATTN_COUPLING;
+        ising_in_grid |= ising;
+        /* sampling applies to boltzmann and coupling only */
+        for (int k = 0; k < (ising ? nk : 1); k++)
+            for (int si = 0; si < (ising && kinds[k] != BA_SAMPLER_EXACT ? ns : 1); si++) {
+                lab_arm *ar = &g->arms[g->narms++];
+                ar->attn = (ba_attn)attn[a];
+                ar->sampler = ba_sampler_default(ising ? sk[k] : BA_SAMPLER_EXACT);
+                if (lab_arm_sampled(ar)) {
+                    apply_sampler_params(c, &ar->sampler, 0);
+                    ar->sampler.shots = shots[si];
+                }
+            }
+    }
+    if (any_sampled && !ising_in_grid)
+        return usage_error(c, "--sampler: sampling applies to boltzmann and coupling only, "
+                              "and neither is in --attn");
+    return 0;
+}
+
+/* The grid of the command line; every cell's config is checked before
+ * anything is trained. */
+static int parse_grid(const command *c, lab_grid *g)
+{
+    char err[BA_ERR_LEN];
+    memset(g, 0, sizeof *g);
+    if (!get_str(c, "task"))
+        return usage_error(c, "option '--task' is required");
+    if (!get_str(c, "out"))
+        return usage_error(c, "option '--out' is required");
+    if (ba_task_parse(get_str(c, "task"), &g->task, err))
+        return usage_error(c, "%s", err);
+    model_opts mo;
+    long seed0;
+    int rc;
+    if ((rc = parse_arms(c, g)) || (rc = parse_shared_opts(c, g->task, &mo, &g->train)) ||
+        (rc = get_int_list(c, "T", 1, BA_MAX_BLOCK, g->T, LAB_MAX_LIST, &g->nT)) ||
+        (rc = get_int_list(c, "embd", 1, 8192, g->C, LAB_MAX_LIST, &g->nC)) ||
+        (rc = get_int(c, "seeds", 1, 1000, &g->nseeds)) ||
+        (rc = get_long(c, "seed0", 0, LONG_MAX, &seed0)))
+        return rc;
+    g->seed0 = (uint64_t)seed0;
+    g->layers = mo.layers, g->heads = mo.heads, g->engine = mo.engine, g->data = mo.data;
+    if (is_set(c, "no-ffn") && is_set(c, "no-ffn-too"))
+        return usage_error(c, "--no-ffn and --no-ffn-too exclude each other");
+    g->nffn = is_set(c, "no-ffn-too") ? 2 : 1;
+    g->ffn[0] = is_set(c, "no-ffn") ? 0 : 1;
+    g->ffn[1] = 0;
+    for (int ti = 0; ti < g->nT; ti++)
+        for (int ci = 0; ci < g->nC; ci++)
+            for (int a = 0; a < g->narms; a++) {
+                ba_config cfg = lab_cell_config(g, a, g->T[ti], g->C[ci], 1);
+                if (ba_config_validate(&cfg, err))
+                    return usage_error(c, "%s", err);
+            }
+    return 0;
+}
+
+/* ------------------------------------------------- runs and cells */
+
+/* The same run: config (with the data) and every setting but the thread
+ * count and the data path. */
+static int same_run(const ba_config *ca, const ba_data_spec *da, const ba_train_settings *a,
+                    const ba_config *cb, const ba_data_spec *db, const ba_train_settings *b)
+{
+    char *ja = ba_config_to_json(ca, da), *jb = ba_config_to_json(cb, db);
+    int same = ja && jb && strcmp(ja, jb) == 0;
+    free(ja), free(jb);
+    char *sa = ba_train_settings_to_json(a, NULL), *sb = ba_train_settings_to_json(b, NULL);
+    same = same && sa && sb && strcmp(sa, sb) == 0;
+    free(sa), free(sb);
+    return same;
+}
+
+/* The grid's state: its runs (rescanned after every change) and cells. */
+typedef struct {
+    const command *c;
+    const char *dir;
+    lab_grid g;
+    lab_runs runs;
+    lab_cells cells;
+} grid_state;
+
+static int refresh(grid_state *s)
+{
+    lab_cells_free(&s->cells);
+    lab_runs_free(&s->runs);
+    int rc = lab_runs_scan(s->c, s->dir, &s->runs);
+    return rc ? rc : lab_cells_match(s->c, &s->g, &s->runs, &s->cells);
+}
+
+/* Runs finished by older versions kept their result in result.json and
+ * their settings only in the log: each gets the run record that holds
+ * both (result.json stays, for older binaries). */
+static int upgrade_legacy(grid_state *s)
+{
+    int n = 0;
+    char err[BA_ERR_LEN];
+    for (int i = 0; i < s->runs.n; i++) {
+        lab_run *r = &s->runs.v[i];
+        if (!r->legacy)
+            continue;
+        if (ba_run_write(r->dir, &r->info, err))
+            return fail_lib(s->c, err, 1);
+        n++;
+    }
+    if (n)
+        fprintf(stderr, "ablate: %d run%s of an older version got run.json, the run record\n",
+                n, n == 1 ? "" : "s");
+    return n ? refresh(s) : 0;
+}
+
+static int finished_count(const grid_state *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->cells.n; i++)
+        n += s->cells.cells[i].run != NULL;
+    return n;
+}
+
+/* A cell's directory that holds a finished run of other settings is not
+ * overwritten: that would destroy a result. */
+static int check_foreign(grid_state *s)
+{
+    for (int i = 0; i < s->cells.n; i++) {
+        const lab_cell *x = &s->cells.cells[i];
+        char name[256];
+        lab_cell_name(&s->g, x->arm, x->T, x->C, x->ffn, x->seed, name, sizeof name);
+        for (int j = 0; !x->run && j < s->runs.n; j++) {
+            const lab_run *r = &s->runs.v[j];
+            if (r->finished && strcmp(r->name, name) == 0)
+                return usage_error(s->c,
+                                   "%s/runs/%s holds a finished run that is not this grid's "
+                                   "cell (%ld steps, seed %" PRIu64 "; the grid has %ld steps): "
+                                   "move it away or choose another --out",
+                                   s->dir, name, r->steps, r->seed, s->g.train.steps);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ sharing */
+
+/* Copies the regular files of run directory src into dst (created), the
+ * lock file excepted. 0, or -1 with err filled. */
+static int copy_run(const char *src, const char *dst, char *err)
+{
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+        return ba_fail(err, -1, "cannot create %.200s: %s", dst, strerror(errno));
+    DIR *d = opendir(src);
+    if (!d)
+        return ba_fail(err, -1, "cannot read %.200s: %s", src, strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char from[PATH_LEN + 256], to[PATH_LEN + 256];
+        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dst, e->d_name);
+        struct stat st;
+        if (stat(from, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        unsigned char *buf;
+        size_t len;
+        rc = ba_read_file(from, &buf, &len, err);
+        if (rc == BA_OK) {
+            rc = ba_write_file(to, buf, len, err);
+            free(buf);
+        }
+    }
+    closedir(d);
+    return rc ? -1 : 0;
+}
+
+/* Removes a run directory's regular files and the directory itself. */
+static void remove_run_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char f[PATH_LEN * 2];
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode))
+            unlink(f);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Puts a copy of run r under the cell's name. The copy is made aside and
+ * renamed into place, so it appears whole; an unfinished run of that name
+ * (an interrupted cell's save point) goes as a whole first. */
+static int put_copy(grid_state *s, const lab_run *r, const char *name)
+{
+    char dst[PATH_LEN], tmp[PATH_LEN], err[BA_ERR_LEN];
+    if (mkpath(s->c, dst, "%s/runs/%s", s->dir, name) ||
+        mkpath(s->c, tmp, "%s/runs/.%s.%ld.copy", s->dir, name, (long)getpid()))
+        return 1;
+    remove_run_dir(tmp);
+    if (copy_run(r->dir, tmp, err))
+        return fail_lib(s->c, err, 1);
+    remove_run_dir(dst);
+    if (rename(tmp, dst) != 0) {
+        snprintf(err, sizeof err, "cannot rename %.200s to %.200s: %s", tmp, dst, strerror(errno));
+        return fail_lib(s->c, err, 1);
+    }
+    return 0;
+}
+
+/* The missing cell finished run r of another grid fills: the same keys,
+ * config and settings (the record decides, not the name); -1 if none. */
+static int cell_of(const grid_state *s, const lab_run *r)
+{
+    for (int j = 0; j < s->cells.n; j++) {
+        const lab_cell *x = &s->cells.cells[j];
+        if (x->run || x->T != r->T || x->C != r->C || x->ffn != r->ffn || x->seed != r->seed)
+            continue;
+        ba_config cfg = lab_cell_config(&s->g, x->arm, x->T, x->C, x->ffn);
+        cfg.vocab_size = r->info.config.vocab_size, cfg.out_size = r->info.config.out_size;
+        ba_train_settings ts = s->g.train;
+        ts.seed = x->seed;
+        ba_data_spec spec = s->g.data;
+        if (s->g.task == BA_TASK_CHARLM)
+            spec = r->info.spec; /* the vocabulary is the data's */
+        if (same_run(&cfg, &spec, &ts, &r->info.config, &r->info.spec, &r->info.settings))
+            return j;
+    }
+    return -1;
+}
+
+/* Fills this grid's missing cells with the finished runs of another grid
+ * that have the same config and settings: their files are copied. */
+static int share_from(grid_state *s, const char *other)
+{
+    lab_runs rs;
+    int code = lab_runs_scan(s->c, other, &rs), copied = 0;
+    for (int i = 0; !code && i < rs.n; i++) {
+        int j = rs.v[i].finished ? cell_of(s, &rs.v[i]) : -1;
+        if (j < 0)
+            continue;
+        const lab_cell *x = &s->cells.cells[j];
+        char name[256];
+        lab_cell_name(&s->g, x->arm, x->T, x->C, x->ffn, x->seed, name, sizeof name);
+        if (!(code = put_copy(s, &rs.v[i], name)))
+            copied++;
+    }
+    lab_runs_free(&rs);
+    if (!code && copied)
+        fprintf(stderr, "ablate: %d finished run%s copied from %s\n", copied,
+                copied == 1 ? "" : "s", other);
+    return code ? code : refresh(s);
+}
+
+/* ------------------------------------------------------------ training */
+
+/* A cell interrupted mid-run left its last save point in its directory: it
+ * continues from there (bit-identical to an uninterrupted run) when it was
+ * started with exactly this model and these settings; otherwise it starts
+ * over. */
+static int can_resume(const char *rundir, const ba_config *cfg, const ba_data_spec *spec,
+                      const ba_train_settings *s)
+{
+    char path[PATH_LEN + 32];
+    snprintf(path, sizeof path, "%s/state.safetensors", rundir);
+    ba_config sc;
+    ba_data_spec sd;
+    ba_train_settings ss;
+    if (ba_trainer_peek(path, &sc, &sd, &ss, NULL, NULL) != BA_OK)
+        return 0;
+    return same_run(&sc, &sd, &ss, cfg, spec, s);
+}
+
+/* Trains one cell in its directory, whose lock the caller holds. */
+static int train_cell(grid_state *s, const lab_cell *x, const ba_dataset *data,
+                      const char *data_path, const char *rundir, const char *name)
+{
+    char err[BA_ERR_LEN], state[PATH_LEN];
+    ba_config cfg = lab_cell_config(&s->g, x->arm, x->T, x->C, x->ffn);
+    ba_config_set_data(&cfg, data);
+    ba_data_spec spec;
+    ba_dataset_spec(data, &spec);
+    ba_train_settings ts = s->g.train;
+    ts.seed = x->seed;
+    ba_trainer *t = NULL;
+    int st;
+    if (mkpath(s->c, state, "%s/state.safetensors", rundir))
+        return 1;
+    if (can_resume(rundir, &cfg, &spec, &ts)) {
+        fprintf(stderr, "%s continues from its last save point\n", name);
+        st = ba_trainer_restore(&t, state, data, data_path, err);
+    } else {
+        st = ba_trainer_init(&t, &cfg, data, data_path, &ts, err);
+    }
+    if (st)
+        return fail_lib(s->c, err, input_status(st));
+    ba_train_outcome res;
+    int code = run_trainer(s->c, t, rundir, 0, &res);
+    ba_trainer_free(t);
+    return code;
+}
+
+/* Trains every cell still missing. Each is trained under its run
+ * directory's lock (the one `train` takes), re-checked once held: two
+ * ablate processes on one grid share its cells. */
+static int train_missing(grid_state *s, const char *data_path)
+{
+    char err[BA_ERR_LEN];
+    fprintf(stderr, "ablate %s: %d runs in the grid, %d already finished in %s\n",
+            ba_task_name(s->g.task), s->cells.n, finished_count(s), s->dir);
+    ba_dataset *data = NULL;
+    int data_T = -1, ran = 0, code = 0;
+    double t0 = now_s();
+    for (int i = 0; i < s->cells.n && !code; i++) {
+        lab_cell x = s->cells.cells[i];
+        if (x.run)
+            continue;
+        if (data_T != x.T) { /* datasets depend on T only */
+            ba_dataset_free(data);
+            data = NULL;
+            int st = open_dataset(&s->g.data, x.T, data_path, 0, &data, err);
+            if (st) {
+                code = fail_lib(s->c, err, input_status(st));
+                break;
+            }
+            data_T = x.T;
+        }
+        char name[256], rundir[PATH_LEN];
+        lab_cell_name(&s->g, x.arm, x.T, x.C, x.ffn, x.seed, name, sizeof name);
+        if (mkpath(s->c, rundir, "%s/runs/%s", s->dir, name) || make_dirs(rundir, err)) {
+            code = fail_lib(s->c, err, 1);
+            break;
+        }
+        dir_lock lock;
+        int lk = take_lock(rundir, &lock, err);
+        if (lk == 2) {
+            fprintf(stderr, "%s is being trained by another process: skipped\n", name);
+            continue;
+        }
+        if (lk || (code = refresh(s))) {
+            code = code ? code : fail_lib(s->c, err, 1);
+            release_lock(&lock);
+            break;
+        }
+        if (s->cells.cells[i].run) { /* finished by another process meanwhile */
+            release_lock(&lock);
+            continue;
+        }
+        code = train_cell(s, &x, data, data_path, rundir, name);
+        /* the record is written before the lock goes: a process that
+         * takes the lock next finds the cell finished */
+        release_lock(&lock);
+        if (code || (code = refresh(s)) || (code = lab_write_outputs(s->c, s->dir, &s->cells)))
+            break;
+        ran++;
+        const lab_cell *now = &s->cells.cells[i];
+        if (!now->run)
+            continue;
+        int ahead = 0; /* what this process has left */
+        for (int j = i + 1; j < s->cells.n; j++)
+            ahead += !s->cells.cells[j].run;
+        char eta[32], elb[32];
+        double el = now_s() - t0;
+        fmt_duration(ran > 0 ? el / ran * ahead : NAN, eta, sizeof eta);
+        fmt_duration(el, elb, sizeof elb);
+        fprintf(stderr, "[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", finished_count(s),
+                s->cells.n, name, s->g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy",
+                now->run->value, elb, eta);
+    }
+    ba_dataset_free(data);
+    return code;
+}
+
+int cmd_ablate(int argc, char **argv)
+{
+    const command *c = &ablate_cmd;
+    sampler_opts_append(ablate_opts, (int)(sizeof ablate_opts / sizeof ablate_opts[0]), NULL);
+    int rc = parse_args(c, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    grid_state s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.dir = get_str(c, "out");
+    const char *share[MAX_SHARE];
+    int nshare = get_repeated(c, argc, argv, "share-from", share, MAX_SHARE);
+    if (nshare < 0)
+        return -nshare;
+    if ((rc = parse_grid(c, &s.g)))
+        return rc;
+    char path[PATH_LEN], err[BA_ERR_LEN];
+    if (mkpath(c, path, "%s/runs", s.dir))
+        return EXIT_USAGE;
+    if (make_dirs(path, err))
+        return fail_lib(c, err, 1);
+    const char *data_path = is_set(c, "data") ? get_str(c, "data") : default_data_path();
+    int code = lab_grid_write(c, s.dir, &s.g);
+    if (!code)
+        code = refresh(&s);
+    if (!code)
+        code = upgrade_legacy(&s);
+    if (!code)
+        code = check_foreign(&s);
+    for (int i = 0; i < nshare && !code && !is_set(c, "summary-only"); i++)
+        code = share_from(&s, share[i]);
+    if (!code && !is_set(c, "summary-only"))
+        code = train_missing(&s, data_path);
+    if (!code && !(code = refresh(&s)))
+        code = lab_write_outputs(c, s.dir, &s.cells);
+    if (code == 0)
+        printf("results: %s/results.csv, %s/results.json, %s/summary.md\n", s.dir, s.dir, s.dir);
+    lab_cells_free(&s.cells);
+    lab_runs_free(&s.runs);
+    return code;
+}

@@ -1,0 +1,656 @@
+/* The dqa subcommand: calibration of the simulated diabatic quantum
+ * annealer (spec section 7) against the exact Boltzmann distribution.
+ *
+ * For every instance (random fields and couplings, or the learned couplings
+ * of a checkpoint with fields computed from its evaluation data) and every
+ * setting of the sweep (tau x M x lambda, one gamma and Trotter order), the
+ * DQA output distribution P_dqa = |psi|^2 of a full state-vector simulation
+ * is compared with the beta = 1 target P: total variation, KL(P_dqa || P),
+ * the effective inverse temperature beta_eff of P_dqa (weighted
+ * least-squares fit of log P_dqa against -E, with its r^2), and the total
+ * variation between P_dqa and the Boltzmann distribution at beta_eff (how
+ * Boltzmann-like the output is, whatever its temperature).
+ *
+ * Outputs: a table on stdout; DIR/dqa.csv (one row per instance x setting,
+ * then a "mean" and an "sd" row per setting); DIR/dqa.dat and DIR/dqa.gp,
+ * and DIR/dqa.png drawn by gnuplot when it is on PATH. */
+#include "lab.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_LIST 32
+
+static opt dqa_opts[] = {
+    {"n", "N", "8; T with --ckpt",
+     "spins (qubits) per instance, 1..24 (with --ckpt at most T: the query at position N-1)", 0,
+     0},
+    {"instances", "K", "5",
+     "instances: random draws, or the first K evaluation items with --ckpt", 0, 0},
+    {"seed", "N", "1", "seed of the random instances", 0, 0},
+    {"h-std", "X", "1", "standard deviation of the random fields h_j", 0, 0},
+    {"j-std", "X", "0.3", "standard deviation of the random couplings J_jk (j < k)", 0, 0},
+    {"ckpt", "FILE", NULL,
+     "boltzmann or coupling checkpoint: the learned J of --layer/--head; fields h of layer 0 "
+     "computed from the first K evaluation items (for --layer > 0: random N(0, h-std) fields "
+     "with the learned J)", 0, 0},
+    {"layer", "L", "0", "with --ckpt: layer of the couplings", 0, 0},
+    {"head", "H", "0", "with --ckpt: head of the couplings and fields", 0, 0},
+    {"data", "PATH", "the training file, else $BA_DATA or data/tinyshakespeare.txt",
+     "with a charlm --ckpt: the text whose validation windows give the fields", 0, 0},
+    {"tau", "LIST", "0.25,0.5,1,2,4", "anneal times tau (comma-separated)", 0, 0},
+    {"steps", "LIST", "200", "Trotter steps M", 0, 0},
+    {"lambda", "LIST", "1", "problem-Hamiltonian scales lambda", 0, 0},
+    {"gamma", "X", "1", "driver strength Gamma", 0, 0},
+    {"order", "1|2", "2", "Trotter order", 0, 0},
+    {"ref-steps", "M", "0 (off)",
+     "also the TV between each output and the same anneal with M Trotter steps (the Trotter "
+     "error of --steps, when M is much larger)", 0, 0},
+    {"out", "DIR", "runs/dqa", "output directory", 0, 0},
+    {"compare-samplers", "S", NULL,
+     "instead of the anneal sweep: the total variation between S shots of every sampler at its "
+     "default parameters (direct, gibbs, sa, dqa) and the exact distribution, on --instances "
+     "random instances of each size in --sizes", 0, 0},
+    {"sizes", "LIST", "8,12", "with --compare-samplers: the system sizes n (at most 16)", 0, 0},
+    {"threads", "N", "all cores", "OpenMP threads", 0, 0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command dqa_cmd = {
+    "dqa",
+    "[options]\n\n"
+    "Simulates diabatic quantum annealing, H(t) = (1 - t/tau) H_X + (t/tau) lambda E,\n"
+    "H_X = -gamma sum_j X_j, from |+>^n (M Trotter steps), on small Ising instances and\n"
+    "compares the output distribution with the exact beta = 1 Boltzmann distribution:\n"
+    "total variation (TV), KL(dqa || exact), the fitted beta_eff (and r2) and the TV\n"
+    "between the output and the Boltzmann distribution at beta_eff. Writes DIR/dqa.csv\n"
+    "(columns instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,\n"
+    "tv_trotter; a row per instance and setting, then mean and sd rows; tv_trotter is\n"
+    "nan without --ref-steps), DIR/dqa.dat, DIR/dqa.gp and, when gnuplot is on PATH,\n"
+    "DIR/dqa.png (TV and beta_eff against tau, one curve per M and lambda, error bars:\n"
+    "sd over instances). Exit status: 0 ok, 1 runtime failure, 2 bad usage or input.",
+    dqa_opts};
+
+/* The measures of one instance and setting, in CSV order: TV(dqa, exact),
+ * KL(dqa || exact), beta_eff, r2, TV(dqa, Boltzmann(beta_eff)), TV(dqa,
+ * dqa with --ref-steps) (NAN without --ref-steps). */
+enum { M_TV, M_KL, M_BETA, M_R2, M_TVB, M_TVT, NMEAS };
+typedef struct {
+    double v[NMEAS];
+} result;
+
+/* Curve colours of the plot. */
+static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                     "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22"};
+
+/* The sweep's settings: lambda x M x tau, one gamma and Trotter order. */
+typedef struct {
+    double tau[MAX_LIST], steps[MAX_LIST], lam[MAX_LIST], gamma;
+    int nt, nm, nl, order, ref_steps;
+} sweep;
+
+/* Setting s of the sweep, ordered lambda, M, tau. */
+static int n_settings(const sweep *w) { return w->nl * w->nm * w->nt; }
+
+static int write_plot_files(const command *c, const char *dir, const sweep *w,
+                            const ba_summary *stv, const ba_summary *sb, int n, int K,
+                            const char *source)
+{
+    const double *lam = w->lam, *steps = w->steps, *tau = w->tau;
+    int nl = w->nl, nm = w->nm, nt = w->nt;
+    char path[PATH_LEN];
+    out_file o;
+    FILE *f = out_openf(c, &o, path, "%s/dqa.dat", dir);
+    if (!f)
+        return 1;
+    fprintf(f, "# boltzattn dqa: one block per (lambda, M) (gnuplot index), rows by tau\n"
+               "# tau tv_mean tv_sd beta_eff_mean beta_eff_sd\n");
+    int allpos = 1;
+    for (int li = 0; li < nl; li++)
+        for (int mi = 0; mi < nm; mi++) {
+            fprintf(f, "# lambda = %g, M = %g\n", lam[li], steps[mi]);
+            for (int ti = 0; ti < nt; ti++) {
+                int s = (li * nm + mi) * nt + ti;
+                fprintf(f, "%.9g %.9g %.9g %.9g %.9g\n", tau[ti], stv[s].mean,
+                        K > 1 ? stv[s].sd : 0.0, sb[s].mean, K > 1 ? sb[s].sd : 0.0);
+                allpos &= sb[s].mean > 0;
+            }
+            fprintf(f, "\n\n");
+        }
+    if (out_close(c, &o, path) || !(f = out_openf(c, &o, path, "%s/dqa.gp", dir)))
+        return 1;
+    gp_header(f, "dqa.gp", "dqa.png", 1300, 560);
+    fprintf(f,
+            "set multiplot layout 1,2 title \"simulated DQA vs the exact β = 1 distribution "
+            "(%s, n = %d, %d instance%s, Γ = %g, order %d; mean ± sd over instances)\"\n"
+            "set grid\n"
+            "set key bottom left box opaque\n"
+            "set xlabel \"anneal time τ\"\n",
+            source, n, K, K == 1 ? "" : "s", w->gamma, w->order);
+    if (nt > 1)
+        fprintf(f, "set logscale x 2\n");
+    else /* one tau: give the single points some room */
+        fprintf(f, "set xrange [%g:%g]\n", 0.5 * tau[0], 1.5 * tau[0]);
+    fprintf(f, "set ylabel \"total variation distance to the β = 1 target\"\n"
+               "set yrange [0:1]\n"
+               "plot ");
+    int nc = nl * nm;
+    /* colour by lambda, dashes and points by M */
+    static const int pts[] = {7, 5, 9, 13, 11, 15};
+    for (int i = 0; i < nc; i++)
+        fprintf(f,
+                "%s'dqa.dat' index %d using 1:2:3 with yerrorlines linewidth 2 dashtype %d "
+                "pointtype %d linecolor rgb \"%s\" title \"M = %g, λ = %g\"",
+                i ? ", \\\n     " : "", i, i % nm % 5 + 1, pts[i % nm % 6], colors[i / nm % 10],
+                steps[i % nm], lam[i / nm]);
+    fprintf(f, "\nset ylabel \"effective inverse temperature β_{eff}\"\n"
+               "set autoscale y\n"
+               "set key top left box opaque\n");
+    if (allpos)
+        fprintf(f, "set logscale y 10\n");
+    else
+        fprintf(f, "unset logscale y\n");
+    fprintf(f, "plot 1 with lines dashtype 2 linecolor rgb \"black\" title \"target β = 1\"");
+    for (int i = 0; i < nc; i++)
+        fprintf(f,
+                ", \\\n     'dqa.dat' index %d using 1:4:5 with yerrorlines linewidth 2 "
+                "dashtype %d pointtype %d linecolor rgb \"%s\" title \"M = %g, λ = %g\"",
+                i, i % nm % 5 + 1, pts[i % nm % 6], colors[i / nm % 10], steps[i % nm],
+                lam[i / nm]);
+    fprintf(f, "\nunset multiplot\n");
+    return out_close(c, &o, path);
+}
+
+/* The instances' source: random, or a checkpoint (its model, the couplings
+ * of the chosen layer and head, and the evaluation data whose layer-0
+ * fields the instances take). */
+typedef struct {
+    ba_model *m;
+    ba_dataset *data;
+    const ba_real *J; /* (T,T) of the chosen layer and head */
+    int T, head;
+    int fields;   /* 1: layer-0 fields from the data, 0: h = 0 (coupling), -1: random */
+    int *in, *tg; /* (T) one evaluation item */
+} source;
+
+static void source_free(source *s)
+{
+    ba_model_free(s->m);
+    ba_dataset_free(s->data);
+    free(s->in), free(s->tg);
+}
+
+/* The evaluation data of a checkpoint (charlm: --data, else the recorded
+ * file, else the default). */
+static int open_source_data(const command *c, const char *ckpt, const ba_data_spec *spec,
+                            source *src, int K)
+{
+    char err[BA_ERR_LEN], *recorded = NULL;
+    const char *path = NULL;
+    if (spec->task == BA_TASK_CHARLM) {
+        if (is_set(c, "data"))
+            path = get_str(c, "data");
+        else if ((recorded = ckpt_data_path(ckpt)) && access(recorded, R_OK) == 0)
+            path = recorded;
+        else
+            path = default_data_path();
+    }
+    int st = open_dataset(spec, src->T, path, 1, &src->data, err);
+    free(recorded);
+    if (st)
+        return fail_lib(c, err, input_status(st));
+    if (K > ba_dataset_num_eval(src->data))
+        return usage_error(c, "--instances %d: the data has %d evaluation items", K,
+                           ba_dataset_num_eval(src->data));
+    src->in = malloc(sizeof(int) * (size_t)src->T), src->tg = malloc(sizeof(int) * (size_t)src->T);
+    if (!src->in || !src->tg)
+        return fail_lib(c, "out of memory", 1);
+    return 0;
+}
+
+/* Opens --ckpt: exit code, 0 on success (src filled, *n set). */
+static int open_ckpt(const command *c, const char *ckpt, int K, int layer, source *src, int *n)
+{
+    char err[BA_ERR_LEN];
+    ba_data_spec spec;
+    int st = ba_checkpoint_load(ckpt, &src->m, &spec, err);
+    if (st)
+        return fail_lib(c, err, input_status(st));
+    const ba_config *cfg = ba_model_config(src->m);
+    if (cfg->attn != BA_ATTN_BOLTZMANN && cfg->attn != BA_ATTN_COUPLING)
+        return usage_error(c, "%s is a %s model: it has no couplings J (boltzmann and "
+                              "coupling models do)", ckpt, ba_attn_name(cfg->attn));
+    int T = src->T = cfg->block_size, H = cfg->n_head, rc;
+    if (layer >= cfg->n_layer)
+        return usage_error(c, "--layer %d: the model has %d layer%s", layer, cfg->n_layer,
+                           cfg->n_layer == 1 ? "" : "s");
+    if (src->head >= H)
+        return usage_error(c, "--head %d: the model has %d head%s", src->head, H,
+                           H == 1 ? "" : "s");
+    *n = T < BA_DQA_MAX_SPINS ? T : BA_DQA_MAX_SPINS;
+    if (is_set(c, "n") && (rc = get_int(c, "n", 1, *n, n)))
+        return rc;
+    char name[64];
+    snprintf(name, sizeof name, "blocks.%d.attn.J", layer);
+    int idx = ba_model_find_tensor(src->m, name);
+    ba_tensor_info ti;
+    if (idx < 0 || ba_model_tensor(src->m, idx, &ti) || ti.size != (size_t)H * T * T) {
+        fprintf(stderr, "%s %s: %s: tensor %s missing or not [%d,%d,%d]\n", prog, c->cmd, ckpt,
+                name, H, T, T);
+        return 2;
+    }
+    src->J = ba_model_params(src->m) + ti.offset + (size_t)src->head * T * T;
+    if (layer > 0) {
+        src->fields = -1;
+        fprintf(stderr, "note: the fields of layer %d depend on the layers below; this tool "
+                        "takes layer 0's only, so the instances use random fields "
+                        "h ~ N(0, h-std) with the learned J\n", layer);
+        return 0;
+    }
+    if (cfg->attn == BA_ATTN_COUPLING) {
+        src->fields = 0;
+        fprintf(stderr,
+                "note: a coupling model has h = 0: every instance is the learned J alone\n");
+        return 0;
+    }
+    src->fields = 1;
+    return open_source_data(c, ckpt, &spec, src, K);
+}
+
+/* The layer-0 fields of query n-1 of evaluation item k (head src->head)
+ * from the model's own forward pass, with exact inference whatever the
+ * checkpoint's sampler; *maxdiff: the largest difference between that
+ * query's attention weights and the ones h and J give through the exact
+ * engine (the check that h and J are the model's). */
+static int model_fields(source *src, int k, int n, const double *J, double *h, double *maxdiff,
+                        char *err)
+{
+    ba_model *m = src->m;
+    ba_sampler own = ba_model_config(m)->sampler, exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    int T = src->T, st = ba_model_set_sampler(m, &exact, err);
+    ba_dataset_eval_item(src->data, k, src->in, src->tg);
+    if (st == BA_OK && (st = ba_model_forward(m, src->in, NULL, 1, T, NULL, err)) == BA_OK)
+        st = ba_model_fields(m, 0, src->head, 0, n - 1, h, err);
+    double logw[BA_DQA_MAX_SPINS], z = 0.0;
+    if (st == BA_OK)
+        st = ba_ising_marginals(BA_ENGINE_FAST, n, h, J, n, logw, err);
+    const ba_real *att = ba_model_attention(m, 0) + ((size_t)src->head * T + (n - 1)) * T;
+    for (int j = 0; st == BA_OK && j < n; j++)
+        z += exp(logw[j]);
+    *maxdiff = 0.0;
+    for (int j = 0; st == BA_OK && j < n; j++)
+        *maxdiff = fmax(*maxdiff, fabs(exp(logw[j]) / z - (double)att[j]));
+    char why[BA_ERR_LEN];
+    int st2 = ba_model_set_sampler(m, &own, why);
+    return st ? st : st2 ? ba_fail(err, st2, "%s", why) : BA_OK;
+}
+
+/* Instance k's fields and couplings into h (n) and J (n,n); hp gets h or
+ * NULL (h = 0). */
+static int make_instance(const command *c, source *src, int has_ckpt, int k, int n, double hstd,
+                         double jstd, ba_rng *rng, double *h, double *J, const double **hp,
+                         double *maxcheck)
+{
+    char err[BA_ERR_LEN];
+    *hp = h;
+    if (!has_ckpt || src->fields == -1)
+        for (int j = 0; j < n; j++)
+            h[j] = hstd * ba_rng_normal(rng);
+    for (int j = 0; j < n; j++)
+        for (int l = j + 1; l < n; l++)
+            J[(size_t)j * n + l] = has_ckpt ? (double)src->J[(size_t)j * src->T + l]
+                                            : jstd * ba_rng_normal(rng);
+    if (has_ckpt && src->fields == 0)
+        *hp = NULL;
+    if (!has_ckpt || src->fields != 1)
+        return 0;
+    double md;
+    int st = model_fields(src, k, n, J, h, &md, err);
+    if (st)
+        return fail_lib(c, err, 1);
+    /* the model runs in float: its weights carry ~1e-7 relative error */
+    *maxcheck = fmax(*maxcheck, md);
+    if (!(md < 1e-4)) {
+        fprintf(stderr, "%s %s: item %d: the fields give attention weights %g away from the "
+                        "model's\n", prog, c->cmd, k, md);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every setting of the sweep on one instance: v[s] for setting s. pe, pd,
+ * pb, pr: 2^n scratch distributions. */
+static int measure(const command *c, const sweep *w, int k, int n, const double *h,
+                   const double *J, result *v, double *pe, double *pd, double *pb, double *pr,
+                   int *fitfail)
+{
+    char err[BA_ERR_LEN];
+    size_t N = (size_t)1 << n;
+    int st = ba_boltzmann_distribution(n, h, J, n, 1.0, pe, err);
+    if (st)
+        return fail_lib(c, err, 1);
+    for (int li = 0; li < w->nl; li++)
+        for (int ti = 0; ti < w->nt; ti++) {
+            ba_sampler s = ba_sampler_default(BA_SAMPLER_DQA);
+            s.tau = w->tau[ti], s.gamma = w->gamma, s.lambda = w->lam[li], s.order = w->order;
+            if (w->ref_steps) { /* the reference anneal of the Trotter error */
+                s.trotter_steps = w->ref_steps;
+                if ((st = ba_dqa_distribution(&s, n, h, J, n, pr, err)))
+                    return fail_lib(c, err, input_status(st));
+            }
+            for (int mi = 0; mi < w->nm; mi++) {
+                s.trotter_steps = (int)w->steps[mi];
+                double *x = v[(li * w->nm + mi) * w->nt + ti].v;
+                if ((st = ba_dqa_distribution(&s, n, h, J, n, pd, err)))
+                    return fail_lib(c, err, input_status(st));
+                x[M_TV] = ba_tv_distance(pd, pe, N);
+                x[M_KL] = ba_kl_divergence(pd, pe, N);
+                x[M_TVT] = w->ref_steps ? ba_tv_distance(pd, pr, N) : NAN;
+                x[M_BETA] = x[M_R2] = x[M_TVB] = NAN;
+                if (ba_fit_beta(n, h, J, n, pd, &x[M_BETA], &x[M_R2], err) == BA_OK &&
+                    ba_boltzmann_distribution(n, h, J, n, x[M_BETA], pb, err) == BA_OK)
+                    x[M_TVB] = ba_tv_distance(pd, pb, N);
+                else if (!(*fitfail)++)
+                    fprintf(stderr, "note: instance %d, tau %g, M %d, lambda %g: no beta "
+                                    "fit (%s); written as nan\n",
+                            k, s.tau, s.trotter_steps, s.lambda, err);
+            }
+        }
+    return 0;
+}
+
+/* The table of means over instances, and the setting closest to the
+ * target. sm: NMEAS summaries per setting. */
+static void print_summary(const sweep *w, const ba_summary *sm, int K, double elapsed)
+{
+    printf("mean %s over instances:\n", K > 1 ? "± sd" : "(one instance)");
+    printf("%8s %7s %7s | %17s | %17s | %17s | %13s | %17s", "lambda", "M", "tau",
+           "TV(dqa, beta=1)", "KL(dqa||exact)", "beta_eff", "r2", "TV(dqa, b_eff)");
+    if (w->ref_steps)
+        printf(" | %17s", "TV(M, M_ref)");
+    printf("\n");
+    int best = 0;
+    for (int li = 0; li < w->nl; li++)
+        for (int mi = 0; mi < w->nm; mi++)
+            for (int ti = 0; ti < w->nt; ti++) {
+                int s = (li * w->nm + mi) * w->nt + ti;
+                const ba_summary *q = &sm[NMEAS * s];
+                printf("%8g %7g %7g", w->lam[li], w->steps[mi], w->tau[ti]);
+                for (int i = 0; i < (w->ref_steps ? NMEAS : NMEAS - 1); i++) {
+                    const char *fmt = K > 1 ? (i == M_R2    ? " | %6.3f ± %5.3f"
+                                               : i == M_TVT ? " | %8.1e ± %6.0e"
+                                                            : " | %8.4f ± %6.4f")
+                                            : (i == M_R2    ? " | %13.3f"
+                                               : i == M_TVT ? " | %17.2e"
+                                                            : " | %17.4f");
+                    if (K > 1)
+                        printf(fmt, q[i].mean, q[i].sd);
+                    else
+                        printf(fmt, q[i].mean);
+                }
+                printf("\n");
+                if (sm[NMEAS * s].mean < sm[NMEAS * best].mean)
+                    best = s;
+            }
+    int nmt = w->nm * w->nt;
+    printf("closest to the beta = 1 target: TV %.4f at lambda %g, M %g, tau %g "
+           "(beta_eff %.4g); %.2f s\n",
+           sm[NMEAS * best].mean, w->lam[best / nmt], w->steps[(best / w->nt) % w->nm],
+           w->tau[best % w->nt], sm[NMEAS * best + M_BETA].mean, elapsed);
+}
+
+/* dqa.csv: a row per instance and setting, then the mean and sd rows. */
+static int write_csv(const command *c, const char *dir, const sweep *w, const result *res,
+                     const ba_summary *sm, int K, int n)
+{
+    char path[PATH_LEN];
+    out_file o;
+    FILE *f = out_openf(c, &o, path, "%s/dqa.csv", dir);
+    if (!f)
+        return 1;
+    int S = n_settings(w);
+    fprintf(f, "instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,"
+               "tv_trotter\n");
+    for (int k = 0; k < K + 2; k++)
+        for (int li = 0; li < w->nl; li++)
+            for (int mi = 0; mi < w->nm; mi++)
+                for (int ti = 0; ti < w->nt; ti++) {
+                    int s = (li * w->nm + mi) * w->nt + ti;
+                    double v[NMEAS];
+                    if (k < K) {
+                        memcpy(v, res[(size_t)k * S + s].v, sizeof v);
+                        fprintf(f, "%d", k);
+                    } else {
+                        for (int i = 0; i < NMEAS; i++)
+                            v[i] = k == K ? sm[NMEAS * s + i].mean
+                                          : (K > 1 ? sm[NMEAS * s + i].sd : 0.0);
+                        fprintf(f, "%s", k == K ? "mean" : "sd");
+                    }
+                    fprintf(f, ",%d,%d,%g,%g,%g,%g", n, w->order, w->gamma, w->lam[li],
+                            w->steps[mi], w->tau[ti]);
+                    for (int i = 0; i < NMEAS; i++)
+                        fprintf(f, ",%.6g", v[i]);
+                    fprintf(f, "\n");
+                }
+    return out_close(c, &o, path);
+}
+
+/* The options into the sweep and the instances' description. */
+static int parse_dqa_opts(const command *c, sweep *w, int *K, int *layer, uint64_t *seed,
+                          double *hstd, double *jstd, int *head)
+{
+    int rc;
+    if ((rc = get_int(c, "instances", 1, 100000, K)) || (rc = get_u64(c, "seed", seed)) ||
+        (rc = get_double(c, "h-std", 0, 100, hstd)) ||
+        (rc = get_double(c, "j-std", 0, 100, jstd)) ||
+        (rc = get_double(c, "gamma", 1e-6, 1e4, &w->gamma)) ||
+        (rc = get_int(c, "order", 1, 2, &w->order)) ||
+        (is_set(c, "ref-steps") && (rc = get_int(c, "ref-steps", 1, 1000000, &w->ref_steps))) ||
+        (rc = get_int(c, "layer", 0, 1 << 20, layer)) ||
+        (rc = get_int(c, "head", 0, 1 << 20, head)) ||
+        (rc = get_list(c, "tau", 1e-9, 1e4, 0, w->tau, MAX_LIST, &w->nt)) ||
+        (rc = get_list(c, "steps", 1, 1e6, 1, w->steps, MAX_LIST, &w->nm)) ||
+        (rc = get_list(c, "lambda", 1e-9, 1e4, 0, w->lam, MAX_LIST, &w->nl)))
+        return rc;
+    return apply_threads(c);
+}
+
+/* The instances: their source, n, and the output directory. */
+static int open_instances(const command *c, source *src, int K, int layer, int *n, char *dir)
+{
+    int rc;
+    const char *ckpt = get_str(c, "ckpt");
+    if (!ckpt) {
+        static const char *const needs[] = {"layer", "head", "data"};
+        for (int i = 0; i < 3; i++)
+            if (is_set(c, needs[i]))
+                return usage_error(c, "--%s needs --ckpt", needs[i]);
+        if (is_set(c, "n") && (rc = get_int(c, "n", 1, BA_DQA_MAX_SPINS, n)))
+            return rc;
+    } else {
+        if (is_set(c, "j-std"))
+            return usage_error(c, "--j-std does not apply with --ckpt: the couplings are "
+                                  "the checkpoint's");
+        if ((rc = open_ckpt(c, ckpt, K, layer, src, n)))
+            return rc;
+    }
+    const char *o = get_str(c, "out");
+    char err[BA_ERR_LEN];
+    if (!*o)
+        return usage_error(c, "--out must not be empty");
+    if (mkpath(c, dir, "%s", o))
+        return 1;
+    if (make_dirs(dir, err))
+        return fail_lib(c, err, 1);
+    return 0;
+}
+
+/* The measurements of every instance: res (K, S). */
+static int run_instances(const command *c, source *src, const sweep *w, int K, int n,
+                         uint64_t seed, double hstd, double jstd, result *res)
+{
+    size_t N = (size_t)1 << n;
+    double *h = malloc(sizeof(double) * (size_t)n), *J = calloc((size_t)n * n, sizeof(double));
+    double *pe = malloc(sizeof(double) * N), *pd = malloc(sizeof(double) * N),
+           *pb = malloc(sizeof(double) * N), *pr = malloc(sizeof(double) * N);
+    int code = 0, fitfail = 0, has_ckpt = src->m != NULL;
+    double maxcheck = 0.0; /* largest attention difference of the field check */
+    if (!h || !J || !pe || !pd || !pb || !pr) {
+        fprintf(stderr, "%s %s: out of memory for n = %d\n", prog, c->cmd, n);
+        code = 1;
+    }
+    ba_rng rng;
+    ba_rng_seed(&rng, seed);
+    for (int k = 0; k < K && !code; k++) {
+        const double *hp;
+        code = make_instance(c, src, has_ckpt, k, n, hstd, jstd, &rng, h, J, &hp, &maxcheck) ||
+               measure(c, w, k, n, hp, J, res + (size_t)k * n_settings(w), pe, pd, pb, pr,
+                       &fitfail);
+    }
+    if (!code && has_ckpt && src->fields == 1)
+        printf("fields check: h and J give the model's layer-0 attention of query %d to "
+               "within %.1e\n", n - 1, maxcheck);
+    free(h), free(J), free(pe), free(pd), free(pb), free(pr);
+    return code;
+}
+
+/* --compare-samplers: every sampler at its defaults against the exact
+ * distribution, S shots each, on random instances drawn from one stream
+ * (the instance, then each sampler's shots, in turn). The direct sampler's
+ * figure is the shot noise of S shots alone. */
+static int compare_samplers(const command *c)
+{
+    int S, K, rc, sizes[16], ns;
+    uint64_t seed;
+    double hstd, jstd;
+    if ((rc = get_int(c, "compare-samplers", 1, 1 << 24, &S)) ||
+        (rc = get_int(c, "instances", 1, 100000, &K)) || (rc = get_u64(c, "seed", &seed)) ||
+        (rc = get_double(c, "h-std", 0, 100, &hstd)) ||
+        (rc = get_double(c, "j-std", 0, 100, &jstd)) ||
+        (rc = get_int_list(c, "sizes", 1, 16, sizes, 16, &ns)) || (rc = apply_threads(c)))
+        return rc;
+    static const char *const sweep_only[] = {"ckpt", "layer", "head", "data", "tau", "steps",
+                                             "lambda", "gamma", "order", "ref-steps", "n"};
+    for (size_t i = 0; i < sizeof sweep_only / sizeof sweep_only[0]; i++)
+        if (is_set(c, sweep_only[i]))
+            return usage_error(c, "--%s does not apply with --compare-samplers", sweep_only[i]);
+    printf("total variation between %d shots and the exact beta = 1 distribution (default "
+           "parameters;\nthe direct sampler's is shot noise alone), %d instance%s per n:\n",
+           S, K, K == 1 ? "" : "s");
+    printf("%3s %4s %9s %9s %9s %9s\n", "n", "inst", "direct", "gibbs", "sa", "dqa");
+    char err[BA_ERR_LEN];
+    ba_rng rng;
+    ba_rng_seed(&rng, seed);
+    uint64_t *shots = malloc(sizeof(uint64_t) * (size_t)S);
+    double *p = malloc(sizeof(double) << 16), *q = malloc(sizeof(double) << 16);
+    int code = !shots || !p || !q ? fail_lib(c, "out of memory", 1) : 0;
+    static const ba_sampler_kind kinds[4] = {BA_SAMPLER_DIRECT, BA_SAMPLER_GIBBS, BA_SAMPLER_SA,
+                                             BA_SAMPLER_DQA};
+    for (int t = 0; t < ns && !code; t++) {
+        int n = sizes[t];
+        size_t N = (size_t)1 << n;
+        double h[16], J[16 * 16];
+        for (int k = 0; k < K && !code; k++) {
+            for (int j = 0; j < n; j++) {
+                h[j] = hstd * ba_rng_normal(&rng);
+                for (int l = 0; l < n; l++)
+                    J[j * n + l] = l > j ? jstd * ba_rng_normal(&rng) : 0.0;
+            }
+            if (ba_boltzmann_distribution(n, h, J, n, 1.0, p, err)) {
+                code = fail_lib(c, err, 1);
+                break;
+            }
+            printf("%3d %4d", n, k);
+            for (int ki = 0; ki < 4 && !code; ki++) {
+                ba_sampler s = ba_sampler_default(kinds[ki]);
+                s.shots = S;
+                if (ba_sample(&s, n, h, J, n, &rng, shots, err)) {
+                    code = fail_lib(c, err, 1);
+                    break;
+                }
+                memset(q, 0, sizeof(double) * N);
+                for (int i = 0; i < S; i++)
+                    q[shots[i]] += 1.0 / S;
+                printf(" %9.4f", ba_tv_distance(q, p, N));
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    free(shots), free(p), free(q);
+    return code;
+}
+
+int cmd_dqa(int argc, char **argv)
+{
+    const command *c = &dqa_cmd;
+    int rc = parse_args(c, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (is_set(c, "compare-samplers"))
+        return compare_samplers(c);
+    if (is_set(c, "sizes"))
+        return usage_error(c, "--sizes needs --compare-samplers");
+    sweep w;
+    memset(&w, 0, sizeof w);
+    int K, layer, n = 8;
+    uint64_t seed;
+    double hstd, jstd;
+    source src;
+    memset(&src, 0, sizeof src);
+    char dir[PATH_LEN];
+    if ((rc = parse_dqa_opts(c, &w, &K, &layer, &seed, &hstd, &jstd, &src.head)) ||
+        (rc = open_instances(c, &src, K, layer, &n, dir))) {
+        source_free(&src);
+        return rc;
+    }
+    int S = n_settings(&w), code = 0;
+    result *res = malloc(sizeof(result) * (size_t)K * S);
+    ba_summary *sm = malloc(sizeof(ba_summary) * (size_t)S * NMEAS);
+    double *col = malloc(sizeof(double) * (size_t)K);
+    ba_summary *stv = malloc(sizeof(ba_summary) * S), *sb = malloc(sizeof(ba_summary) * S);
+    if (!res || !sm || !col || !stv || !sb)
+        code = fail_lib(c, "out of memory", 1);
+    const char *ckpt = get_str(c, "ckpt");
+    char desc[256];
+    if (ckpt)
+        snprintf(desc, sizeof desc, "checkpoint, layer %d head %d, %s", layer, src.head,
+                 src.fields == 1   ? "fields of evaluation items"
+                 : src.fields == 0 ? "h = 0"
+                                   : "random fields");
+    else
+        snprintf(desc, sizeof desc, "random, h ~ N(0, %g), J ~ N(0, %g)", hstd, jstd);
+    if (!code) {
+        printf("dqa: %d instance%s (%s), n = %d; Gamma = %g, order %d; %d setting%s\n", K,
+               K == 1 ? "" : "s", desc, n, w.gamma, w.order, S, S == 1 ? "" : "s");
+        fflush(stdout);
+    }
+    double t0 = now_s();
+    if (!code)
+        code = run_instances(c, &src, &w, K, n, seed, hstd, jstd, res);
+    /* summaries over instances: measure i of setting s at sm[NMEAS s + i] */
+    for (int s = 0; !code && s < S; s++) {
+        for (int i = 0; i < NMEAS; i++) {
+            for (int k = 0; k < K; k++)
+                col[k] = res[(size_t)k * S + s].v[i];
+            sm[NMEAS * s + i] = ba_summarize(col, K);
+        }
+        stv[s] = sm[NMEAS * s + M_TV], sb[s] = sm[NMEAS * s + M_BETA];
+    }
+    if (!code) {
+        print_summary(&w, sm, K, now_s() - t0);
+        code = write_csv(c, dir, &w, res, sm, K, n) ||
+               write_plot_files(c, dir, &w, stv, sb, n, K, ckpt ? "checkpoint" : "random instances");
+    }
+    if (!code) {
+        printf("wrote %s/dqa.csv, dqa.dat, dqa.gp\n", dir);
+        if (!have_gnuplot())
+            fprintf(stderr, "gnuplot not found: CSV written, plot skipped %s\n", no_gnuplot_fix);
+        else if ((code = run_gnuplot(c, dir, "dqa.gp")) == 0)
+            printf("plot: %s/dqa.png\n", dir);
+    }
+    free(res), free(sm), free(col), free(stv), free(sb);
+    source_free(&src);
+    return code;
+}

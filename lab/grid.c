@@ -1,0 +1,341 @@
+/* Grids: their record (grid.json), their cells' names and configs, and
+ * the matching of cells with the runs that fill them. */
+#include "lab.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ arms */
+
+void lab_arm_label(const lab_arm *a, char *buf, size_t n)
+{
+    char d[96];
+    sampler_desc(&a->sampler, d, sizeof d);
+    if (lab_arm_sampled(a))
+        snprintf(buf, n, "%s (%s)", ba_attn_name(a->attn), d);
+    else
+        snprintf(buf, n, "%s", ba_attn_name(a->attn));
+}
+
+/* Exact cells keep the names they always had (grids resume by name);
+ * sampled ones add -KIND-S<shots>. */
+void lab_cell_name(const lab_grid *g, int arm, int T, int C, int ffn, uint64_t seed, char *buf,
+                   size_t n)
+{
+    const lab_arm *a = &g->arms[arm];
+    char suffix[48] = "";
+    if (lab_arm_sampled(a))
+        snprintf(suffix, sizeof suffix, "-%s-S%d", ba_sampler_name(a->sampler.kind),
+                 a->sampler.shots);
+    snprintf(buf, n, "%s-T%d-C%d-ffn%d-%s-s%" PRIu64 "%s", ba_task_name(g->task), T, C, ffn,
+             ba_attn_name(a->attn), seed, suffix);
+}
+
+ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
+{
+    ba_config cfg = ba_config_default(g->arms[arm].attn, T);
+    cfg.sampler = g->arms[arm].sampler;
+    cfg.engine = g->engine, cfg.n_layer = g->layers, cfg.n_head = g->heads;
+    cfg.n_embd = C, cfg.ffn = ffn;
+    cfg.head = g->task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
+    cfg.vocab_size = g->task == BA_TASK_BRACKETS ? 2 * g->data.kinds : 1;
+    cfg.out_size = g->task == BA_TASK_BRACKETS ? T : 1;
+    return cfg;
+}
+
+/* ------------------------------------------------------- grid.json */
+
+static cJSON *sampler_object(const ba_sampler *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "kind", ba_sampler_name(s->kind))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    int np;
+    const ba_sampler_param *p = ba_sampler_params(&np);
+    for (int i = 0; s->kind != BA_SAMPLER_EXACT && i < np; i++)
+        if (ba_sampler_param_used(&p[i], s->kind) &&
+            !cJSON_AddNumberToObject(o, p[i].name, ba_sampler_param_get(s, &p[i]))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    return o;
+}
+
+static int int_array(cJSON *o, const char *key, const int *v, int n)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, key);
+    for (int i = 0; a && i < n; i++)
+        if (!cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i])))
+            return 0;
+    return a != NULL;
+}
+
+static cJSON *grid_object(const lab_grid *g)
+{
+    cJSON *o = cJSON_CreateObject();
+    char seed0[32], dseed[32];
+    snprintf(seed0, sizeof seed0, "%" PRIu64, g->seed0);
+    snprintf(dseed, sizeof dseed, "%" PRIu64, g->data.data_seed);
+    int ok = o && cJSON_AddStringToObject(o, "format", "boltzattn-grid") &&
+             cJSON_AddNumberToObject(o, "version", 1) &&
+             cJSON_AddStringToObject(o, "task", ba_task_name(g->task));
+    cJSON *arms = ok ? cJSON_AddArrayToObject(o, "arms") : NULL;
+    for (int a = 0; arms && a < g->narms; a++) {
+        cJSON *arm = cJSON_CreateObject(), *s = sampler_object(&g->arms[a].sampler);
+        if (!arm || !s || !cJSON_AddStringToObject(arm, "attn", ba_attn_name(g->arms[a].attn)) ||
+            !cJSON_AddItemToObject(arm, "sampler", s) || !cJSON_AddItemToArray(arms, arm)) {
+            cJSON_Delete(arm);
+            arms = NULL;
+        }
+    }
+    ok = arms && int_array(o, "T", g->T, g->nT) && int_array(o, "C", g->C, g->nC) &&
+         int_array(o, "ffn", g->ffn, g->nffn) && cJSON_AddNumberToObject(o, "seeds", g->nseeds) &&
+         cJSON_AddStringToObject(o, "seed0", seed0) &&
+         cJSON_AddNumberToObject(o, "layers", g->layers) &&
+         cJSON_AddNumberToObject(o, "heads", g->heads) &&
+         cJSON_AddStringToObject(o, "engine", ba_engine_name(g->engine)) &&
+         cJSON_AddNumberToObject(o, "kinds", g->data.kinds) &&
+         cJSON_AddNumberToObject(o, "n_heldout", g->data.n_heldout) &&
+         cJSON_AddStringToObject(o, "data_seed", dseed);
+    char *tr = ok ? ba_train_settings_to_json(&g->train, NULL) : NULL;
+    cJSON *t = tr ? cJSON_Parse(tr) : NULL;
+    free(tr);
+    if (!t || !cJSON_AddItemToObject(o, "train", t)) {
+        cJSON_Delete(t);
+        ok = 0;
+    }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+int lab_grid_write(const command *c, const char *dir, const lab_grid *g)
+{
+    char path[PATH_LEN], err[BA_ERR_LEN];
+    if (mkpath(c, path, "%s/grid.json", dir))
+        return 1;
+    cJSON *o = grid_object(g);
+    char *txt = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!txt) {
+        fprintf(stderr, "%s %s: out of memory\n", prog, c->cmd);
+        return 1;
+    }
+    size_t n = strlen(txt);
+    char *line = malloc(n + 2);
+    int rc = line ? 0 : 1;
+    if (line) {
+        memcpy(line, txt, n);
+        memcpy(line + n, "\n", 2);
+        rc = ba_write_file(path, line, n + 1, err) ? fail_lib(c, err, 1) : 0;
+    }
+    free(line);
+    cJSON_free(txt);
+    return rc;
+}
+
+/* An array of at most max integers in [lo, hi]; -1 if it is not one. */
+static int read_ints(const cJSON *o, const char *key, int lo, int hi, int *v, int max)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    int n = 0;
+    if (!cJSON_IsArray(a))
+        return -1;
+    for (const cJSON *x = a->child; x; x = x->next) {
+        if (n == max || !cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) ||
+            x->valuedouble < lo || x->valuedouble > hi)
+            return -1;
+        v[n++] = (int)x->valuedouble;
+    }
+    return n > 0 ? n : -1;
+}
+
+static int read_sampler(const cJSON *o, ba_sampler *s)
+{
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "kind");
+    ba_sampler_kind kind;
+    if (!cJSON_IsString(k) || ba_sampler_parse(k->valuestring, &kind, NULL))
+        return -1;
+    *s = ba_sampler_default(kind);
+    int np;
+    const ba_sampler_param *p = ba_sampler_params(&np);
+    for (int i = 0; i < np; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, p[i].name);
+        if (x && !cJSON_IsNumber(x))
+            return -1;
+        if (x)
+            ba_sampler_param_set(s, &p[i], x->valuedouble);
+    }
+    return ba_sampler_validate(s, NULL) ? -1 : 0;
+}
+
+/* A string of decimal digits below 2^64. */
+static int read_u64(const cJSON *o, const char *key, uint64_t *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(x) || !*x->valuestring || strspn(x->valuestring, "0123456789") !=
+                                                         strlen(x->valuestring))
+        return -1;
+    *v = strtoull(x->valuestring, NULL, 10);
+    return 0;
+}
+
+static int grid_from(const cJSON *o, lab_grid *g, const char **bad)
+{
+    memset(g, 0, sizeof *g);
+    const cJSON *x, *arms = cJSON_GetObjectItemCaseSensitive(o, "arms");
+    x = cJSON_GetObjectItemCaseSensitive(o, "format");
+    if (!cJSON_IsString(x) || strcmp(x->valuestring, "boltzattn-grid") != 0)
+        return *bad = "format", -1;
+    x = cJSON_GetObjectItemCaseSensitive(o, "task");
+    if (!cJSON_IsString(x) || ba_task_parse(x->valuestring, &g->task, NULL))
+        return *bad = "task", -1;
+    if (!cJSON_IsArray(arms))
+        return *bad = "arms", -1;
+    for (const cJSON *a = arms->child; a; a = a->next) {
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(a, "attn");
+        if (g->narms == LAB_MAX_ARMS || !cJSON_IsString(at) ||
+            ba_attn_parse(at->valuestring, &g->arms[g->narms].attn, NULL) ||
+            read_sampler(cJSON_GetObjectItemCaseSensitive(a, "sampler"),
+                         &g->arms[g->narms].sampler))
+            return *bad = "arms", -1;
+        g->narms++;
+    }
+    if ((g->nT = read_ints(o, "T", 1, BA_MAX_BLOCK, g->T, LAB_MAX_LIST)) < 0)
+        return *bad = "T", -1;
+    if ((g->nC = read_ints(o, "C", 1, 8192, g->C, LAB_MAX_LIST)) < 0)
+        return *bad = "C", -1;
+    if ((g->nffn = read_ints(o, "ffn", 0, 1, g->ffn, 2)) < 0)
+        return *bad = "ffn", -1;
+    x = cJSON_GetObjectItemCaseSensitive(o, "seeds");
+    if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 1000)
+        return *bad = "seeds", -1;
+    g->nseeds = (int)x->valuedouble;
+    if (read_u64(o, "seed0", &g->seed0))
+        return *bad = "seed0", -1;
+    g->data = ba_data_spec_default(g->task);
+    if (read_u64(o, "data_seed", &g->data.data_seed))
+        return *bad = "data_seed", -1;
+    static const struct {
+        const char *key;
+        int lo, hi;
+        size_t off;
+    } ints[] = {{"layers", 1, 64, offsetof(lab_grid, layers)},
+                {"heads", 1, 64, offsetof(lab_grid, heads)},
+                {"kinds", 1, 4, offsetof(lab_grid, data) + offsetof(ba_data_spec, kinds)},
+                {"n_heldout", 0, 1 << 24, offsetof(lab_grid, data) + offsetof(ba_data_spec, n_heldout)}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        x = cJSON_GetObjectItemCaseSensitive(o, ints[i].key);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) ||
+            x->valuedouble < ints[i].lo || x->valuedouble > ints[i].hi)
+            return *bad = ints[i].key, -1;
+        int val = (int)x->valuedouble;
+        memcpy((char *)g + ints[i].off, &val, sizeof val);
+    }
+    x = cJSON_GetObjectItemCaseSensitive(o, "engine");
+    if (!cJSON_IsString(x) || ba_engine_parse(x->valuestring, &g->engine, NULL))
+        return *bad = "engine", -1;
+    char *tr = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, "train"));
+    int rc = tr ? ba_train_settings_from_json(tr, &g->train, NULL, NULL) : -1;
+    cJSON_free(tr);
+    return rc ? (*bad = "train", -1) : 0;
+}
+
+int lab_grid_read(const command *c, const char *dir, lab_grid *g)
+{
+    char path[PATH_LEN];
+    if (mkpath(c, path, "%s/grid.json", dir))
+        return 2;
+    char *txt = lab_slurp(path);
+    if (!txt) {
+        fprintf(stderr, "%s %s: cannot read %s: not a grid of 'boltzattn ablate'?\n", prog,
+                c->cmd, path);
+        return 2;
+    }
+    cJSON *o = cJSON_Parse(txt);
+    free(txt);
+    const char *bad = "JSON";
+    int rc = o ? grid_from(o, g, &bad) : -1;
+    cJSON_Delete(o);
+    if (rc) {
+        fprintf(stderr, "%s %s: %s: bad or missing field '%s'\n", prog, c->cmd, path, bad);
+        return 2;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ cells */
+
+/* The arm a run belongs to, or -1. */
+static int run_arm(const lab_grid *g, const lab_run *r)
+{
+    for (int a = 0; a < g->narms; a++) {
+        const lab_arm *arm = &g->arms[a];
+        if (arm->attn == r->attn && arm->sampler.kind == r->sampler &&
+            (!lab_arm_sampled(arm) || arm->sampler.shots == r->shots))
+            return a;
+    }
+    return -1;
+}
+
+int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab_cells *out)
+{
+    out->g = g;
+    out->n = g->nT * g->nC * g->nffn * g->nseeds * g->narms;
+    out->cells = calloc((size_t)out->n + 1, sizeof *out->cells);
+    if (!out->cells)
+        return fail_lib(c, "out of memory", 1);
+    int k = 0;
+    for (int ti = 0; ti < g->nT; ti++)
+        for (int ci = 0; ci < g->nC; ci++)
+            for (int fi = 0; fi < g->nffn; fi++)
+                for (int si = 0; si < g->nseeds; si++)
+                    for (int a = 0; a < g->narms; a++) {
+                        lab_cell *x = &out->cells[k++];
+                        x->arm = a, x->T = g->T[ti], x->C = g->C[ci], x->ffn = g->ffn[fi];
+                        x->seed = g->seed0 + (uint64_t)si;
+                    }
+    /* A finished run fills the cell of its keys; the run under the cell's
+     * own name wins over a copy elsewhere. */
+    for (int i = 0; i < rs->n; i++) {
+        const lab_run *r = &rs->v[i];
+        int a = run_arm(g, r);
+        if (!r->finished || a < 0 || r->task != g->task || r->steps != g->train.steps)
+            continue;
+        for (int j = 0; j < out->n; j++) {
+            lab_cell *x = &out->cells[j];
+            if (x->arm != a || x->T != r->T || x->C != r->C || x->ffn != r->ffn ||
+                x->seed != r->seed)
+                continue;
+            char name[256];
+            lab_cell_name(g, a, x->T, x->C, x->ffn, x->seed, name, sizeof name);
+            if (!x->run || strcmp(r->name, name) == 0)
+                x->run = r;
+        }
+    }
+    return 0;
+}
+
+void lab_cells_free(lab_cells *cs)
+{
+    free(cs->cells);
+    cs->cells = NULL, cs->n = 0;
+}
+
+const lab_cell *lab_cells_find(const lab_cells *cs, int arm, int T, int C, int ffn, uint64_t seed)
+{
+    for (int i = 0; i < cs->n; i++) {
+        const lab_cell *x = &cs->cells[i];
+        if (x->arm == arm && x->T == T && x->C == C && x->ffn == ffn && x->seed == seed)
+            return x;
+    }
+    return NULL;
+}

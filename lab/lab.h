@@ -1,0 +1,176 @@
+/* The lab: grids of training runs and what is made of them (summaries,
+ * plots, couplings analysis, reports). Everything here reads the runs'
+ * records through records.c, the one reader of run directories:
+ *
+ *   GRID/grid.json             the grid: task, arms, T, widths, FFN, seeds,
+ *                              settings (written by ablate)
+ *   GRID/runs/NAME/run.json    each run's record (the library's), or, for
+ *                              runs of older versions, result.json beside
+ *                              the config record of metrics.jsonl
+ *   GRID/runs/NAME/metrics.jsonl   its records along training
+ *   GRID/couplings/couplings.json  the couplings analysis (couplings)
+ *
+ * A directory's name carries no meaning: what a run is comes from its
+ * record. Generated Markdown, CSV and plot data are outputs only. */
+#ifndef BA_LAB_H
+#define BA_LAB_H
+
+#include "cli.h"
+
+#define LAB_MAX_LIST 32
+#define LAB_MAX_ARMS (4 * (1 + 4 * LAB_MAX_LIST))
+
+/* ------------------------------------------------------------- runs */
+
+/* A whole regular file as NUL-terminated text (malloc'd; ba_read_file), or
+ * NULL. */
+char *lab_slurp(const char *path);
+/* The entries of dir but dot files that keep(dir, name) accepts (keep
+ * NULL: all), sorted by cmp over char * elements (NULL: bytewise) into
+ * *names (malloc'd; lab_names_free). 0 (none when dir cannot be read), or
+ * -1 out of memory. */
+int lab_list_dir(const char *dir, int (*keep)(const char *, const char *),
+                 int (*cmp)(const void *, const void *), char ***names, int *n);
+void lab_names_free(char **names, int n);
+
+/* One run as the lab sees it: the record and the keys grids group by. */
+typedef struct {
+    char *dir;          /* the run directory (malloc'd) */
+    const char *name;   /* its last component, for messages and labels */
+    ba_run_info info;   /* the record (legacy runs: rebuilt) */
+    int legacy;         /* read from result.json and the log's config record */
+    /* keys */
+    ba_task task;
+    ba_attn attn;
+    ba_sampler_kind sampler;
+    int shots;          /* 0 for exact */
+    int T, C, ffn;
+    uint64_t seed;
+    long steps;         /* the run's planned steps */
+    /* result (finished runs) */
+    int finished;
+    double value;       /* the grid metric: val_ppl (charlm) or val_acc (brackets) */
+    int has_exact;
+    double exact_value; /* the same with exact inference (sampled runs) */
+    double wall_s;      /* training time over every call */
+} lab_run;
+
+/* Reads the record of the run in dir. 0; BA_ERR_IO when dir holds no
+ * record (an unfinished legacy run has none); another status with err
+ * filled for a damaged one. */
+int lab_run_read(const char *dir, lab_run *r, char *err);
+void lab_run_free(lab_run *r);
+/* "boltzmann" or "boltzmann-gibbs-S256": a run's variant label in plots. */
+void lab_run_variant(const lab_run *r, char *buf, size_t n);
+
+/* Every run under grid/runs/ with a record, sorted by directory name. A
+ * damaged record is a warning (the run is left out); 0, or an exit code
+ * after printing (out of memory). */
+typedef struct {
+    lab_run *v;
+    int n;
+} lab_runs;
+int lab_runs_scan(const command *c, const char *grid, lab_runs *out);
+void lab_runs_free(lab_runs *rs);
+
+/* The records of dir/metrics.jsonl in order (the config record left
+ * out): *recs malloc'd. A torn last line (a kill mid-write) is ignored
+ * quietly; a damaged complete line is a warning. A missing log is no
+ * error (none). 0 or an exit code (out of memory). */
+int lab_metrics_read(const command *c, const char *dir, ba_record **recs, int *n);
+/* The raw text of a run's settings object, for reports: "sampler" of the
+ * config or the whole "train" (malloc'd, or NULL). */
+char *lab_run_sampler_json(const lab_run *r);
+
+/* ------------------------------------------------------------ grids */
+
+/* One arm of a comparison: a variant with its sampler (exact for softmax
+ * and sigmoid, and for exact boltzmann/coupling). */
+typedef struct {
+    ba_attn attn;
+    ba_sampler sampler;
+} lab_arm;
+
+typedef struct {
+    ba_task task;
+    int narms, nT, nC, nffn, nseeds;
+    lab_arm arms[LAB_MAX_ARMS];
+    int T[LAB_MAX_LIST], C[LAB_MAX_LIST], ffn[2];
+    uint64_t seed0;
+    /* what every cell shares */
+    int layers, heads;
+    ba_engine engine;
+    ba_data_spec data;        /* kinds, held-out size and seed */
+    ba_train_settings train;  /* the seed is each cell's */
+} lab_grid;
+
+/* grid.json of dir: written by ablate, read by the summaries and reports.
+ * 0, or an exit code after printing. */
+int lab_grid_write(const command *c, const char *dir, const lab_grid *g);
+int lab_grid_read(const command *c, const char *dir, lab_grid *g);
+
+static inline int lab_arm_sampled(const lab_arm *a) { return a->sampler.kind != BA_SAMPLER_EXACT; }
+/* The arm's row label: the variant, with its sampler when sampled. */
+void lab_arm_label(const lab_arm *a, char *buf, size_t n);
+/* The conventional directory name of a cell: TASK-T<T>-C<C>-ffn<f>-ATTN-s<SEED>
+ * with -KIND-S<shots> for sampled arms (where ablate trains it). */
+void lab_cell_name(const lab_grid *g, int arm, int T, int C, int ffn, uint64_t seed, char *buf,
+                   size_t n);
+/* The model config of a cell (without the data's sizes). */
+ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn);
+
+/* The cells of a grid, T x C x FFN x seed x arm in that nesting, each
+ * with the run that fills it (NULL: missing). */
+typedef struct {
+    int arm, T, C, ffn;
+    uint64_t seed;
+    const lab_run *run; /* a finished run with the cell's keys, or NULL */
+} lab_cell;
+typedef struct {
+    const lab_grid *g;
+    lab_cell *cells;
+    int n;
+} lab_cells;
+/* Pairs the grid's cells with the finished runs of rs (by their records'
+ * keys). 0 or an exit code after printing. */
+int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab_cells *out);
+void lab_cells_free(lab_cells *cs);
+const lab_cell *lab_cells_find(const lab_cells *cs, int arm, int T, int C, int ffn,
+                               uint64_t seed);
+
+/* ------------------------------------------------------- summaries */
+
+/* The paper's number for a comparison (spec section 1), or NULL. */
+const char *lab_paper_number(ba_task task, ba_attn a, int T, int ffn);
+/* The metric in the unit summaries show: perplexity, or accuracy in %. */
+double lab_shown(ba_task task, double value);
+/* The paired effect of value v against softmax's s on one seed: relative
+ * perplexity change in % (charlm), accuracy points (brackets). */
+double lab_effect(ba_task task, double v, double s);
+
+/* summary.md of a grid into f: per (T, C, FFN) each arm's mean and sd
+ * over seeds and its paired effect against softmax with a 95 % interval.
+ * 0, or -1 out of memory (f then holds a partial summary). */
+int lab_summary_md(const lab_cells *cs, FILE *f);
+/* One (T, C, FFN) section of it, as the report quotes it ("## T = ..."
+ * heading left out): 1, 0 if the grid has no such section, -1 out of
+ * memory. */
+int lab_summary_section(const lab_cells *cs, int T, int C, int ffn, FILE *f);
+/* The grid's output files: results.csv and results.json (a row per
+ * finished run), effects.csv (the summary's numbers) and summary.md. 0 or
+ * an exit code after printing. */
+int lab_write_outputs(const command *c, const char *dir, const lab_cells *cs);
+
+/* One row of a grid's effects: an arm against softmax in one (T, C, FFN). */
+typedef struct {
+    int arm, T, C, ffn;
+    int runs, seeds, pairs;
+    double mean, sd;          /* of the metric (shown units) over its runs */
+    double effect, lo, hi;    /* paired effect and 95 % interval (NAN: none) */
+    double exact_mean;        /* with exact inference (NAN: none) */
+    const char *paper;
+} lab_effect_row;
+/* Every (T, C, FFN, arm) row in summary order; *rows malloc'd. */
+int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n);
+
+#endif

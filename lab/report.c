@@ -1,0 +1,772 @@
+/* boltzattn report: the results report of a reproduce output directory,
+ * generated from the grids under it (their run records, the runs' metrics
+ * logs and the couplings analyses): no number in it is typed by hand. It
+ * works on a partial grid (the summaries say which runs are missing). With
+ * --samplers-doc it regenerates the samplers section of a document instead
+ * (report_samplers.c). */
+#include "report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static opt report_opts[] = {
+    {"preset", "NAME", NULL, "the preset that made OUT: quick, full or samplers", 0, 0},
+    {"link-prefix", "P", "none",
+     "put before the image paths, which are relative to OUT (e.g. ../results/full/)", 0, 0},
+    {"samplers-doc", "DOC", NULL,
+     "instead of the report: rewrite DOC from its line '## Training with sampled statistics' "
+     "to its end with the section generated from OUT",
+     0, 0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command report_cmd = {
+    "report",
+    "OUT --preset quick|full|samplers [--link-prefix P] | OUT --samplers-doc DOC\n\n"
+    "Writes the results report of OUT, the output directory of lab/reproduce.sh, to\n"
+    "stdout as Markdown: every grid under OUT (a subdirectory with grid.json, written\n"
+    "by 'boltzattn ablate'), its runs, summaries, convergence, figures and couplings;\n"
+    "the full preset adds the headline rows and the comparisons with the paper.\n"
+    "With --samplers-doc the section '## Training with sampled statistics' of DOC\n"
+    "(from that line to the end) is regenerated from the grids of the samplers\n"
+    "preset and DOC rewritten atomically.",
+    report_opts};
+
+/* 'flat' means every cell of a grid moved by less than this (% of
+ * perplexity or accuracy points) late in training: half the effect the
+ * grids are sized to resolve. */
+#define CONV_LIMIT 0.5
+/* The largest thread count of a run the header lists. */
+#define MAX_THREADS 4096
+
+/* --------------------------------------------------------------- grids */
+
+/* The shell lists OUT/<name>/ sorted with the trailing slash, so in the C
+ * locale "charlm-T12/" comes before "charlm/". */
+static int dir_cmp(const void *pa, const void *pb)
+{
+    const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
+    size_t i = 0;
+    while (a[i] && a[i] == b[i])
+        i++;
+    return (a[i] ? (unsigned char)a[i] : '/') - (b[i] ? (unsigned char)b[i] : '/');
+}
+
+static void sort_ints(int *v, int n)
+{
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+            int t = v[b];
+            v[b] = v[b - 1], v[b - 1] = t;
+        }
+}
+
+/* dir/name + tail is a regular file. */
+static int is_file(const char *dir, const char *name, const char *tail)
+{
+    char path[PATH_LEN];
+    struct stat sb;
+    return snprintf(path, sizeof path, "%s/%s%s", dir, name, tail) < (int)sizeof path &&
+           stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int has_grid(const char *dir, const char *name) { return is_file(dir, name, "/grid.json"); }
+
+static int is_png(const char *dir, const char *name)
+{
+    size_t l = strlen(name);
+    return l > 4 && strcmp(name + l - 4, ".png") == 0 && is_file(dir, name, "");
+}
+
+int rep_pngs(const char *dir, char ***names, int *n)
+{
+    return lab_list_dir(dir, is_png, NULL, names, n);
+}
+
+int rep_grids_load(const command *c, const char *out, rep_grids *gs)
+{
+    gs->v = NULL, gs->n = 0;
+    struct stat sb;
+    if (stat(out, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s %s: %s is not a directory\n", prog, c->cmd, out);
+        return 2;
+    }
+    char **names;
+    int n, code = 0;
+    if (lab_list_dir(out, has_grid, dir_cmp, &names, &n) ||
+        (n && !(gs->v = calloc((size_t)n, sizeof *gs->v))))
+        code = fail_lib(c, "out of memory", 1);
+    else if (n == 0)
+        code = usage_error(c, "%s holds no grid (no subdirectory with a grid.json of "
+                              "'boltzattn ablate')", out);
+    for (int i = 0; i < n && !code; i++) {
+        rep_grid *x = &gs->v[i];
+        snprintf(x->name, sizeof x->name, "%s", names[i]);
+        if (strlen(names[i]) >= sizeof x->name || mkpath(c, x->dir, "%s/%s", out, names[i]))
+            code = usage_error(c, "%s/%s: name too long", out, names[i]);
+        if (!code && !(code = lab_grid_read(c, x->dir, &x->g)) &&
+            !(code = lab_runs_scan(c, x->dir, &x->rs)))
+            code = lab_cells_match(c, &x->g, &x->rs, &x->cs);
+        gs->n = i + 1; /* freed from here on */
+    }
+    lab_names_free(names, n);
+    if (code)
+        rep_grids_free(gs);
+    return code;
+}
+
+void rep_grids_free(rep_grids *gs)
+{
+    for (int i = 0; i < gs->n; i++) {
+        lab_cells_free(&gs->v[i].cs);
+        lab_runs_free(&gs->v[i].rs);
+    }
+    free(gs->v);
+    gs->v = NULL, gs->n = 0;
+}
+
+static const rep_grid *grid_named(const rep_grids *gs, const char *name)
+{
+    for (int i = 0; i < gs->n; i++)
+        if (strcmp(gs->v[i].name, name) == 0)
+            return &gs->v[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+void rep_date(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    if (t == (time_t)-1 || !gmtime_r(&t, &tm) || !strftime(buf, n, "%Y-%m-%d", &tm))
+        snprintf(buf, n, "?");
+}
+
+int rep_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int rep_summary_body(const lab_cells *cs, int skip, const char *heading, FILE *f)
+{
+    out_file o = {0};
+    o.f = open_memstream(&o.buf, &o.len);
+    if (!o.f)
+        return 1;
+    int bad = lab_summary_md(cs, o.f) != 0;
+    if ((fclose(o.f) != 0) | bad) {
+        free(o.buf);
+        return 1;
+    }
+    int line = 0;
+    for (const char *p = o.buf; *p; line++) {
+        size_t l = strcspn(p, "\n");
+        if (line >= skip) {
+            if (strncmp(p, "## ", 3) == 0)
+                fprintf(f, "%s %.*s\n", heading, (int)(l - 3), p + 3);
+            else
+                fprintf(f, "%.*s\n", (int)l, p);
+        }
+        p += l + (p[l] == '\n');
+    }
+    free(o.buf);
+    return 0;
+}
+
+/* ------------------------------------------------------ training time */
+
+/* The same run in two grids (copied by ablate --share-from): the same
+ * records, result and training time. */
+static int same_run(const lab_run *a, const lab_run *b)
+{
+    return a->value == b->value && a->wall_s == b->wall_s && a->info.step == b->info.step &&
+           a->info.config_json && b->info.config_json && a->info.train_json &&
+           b->info.train_json && strcmp(a->info.config_json, b->info.config_json) == 0 &&
+           strcmp(a->info.train_json, b->info.train_json) == 0;
+}
+
+/* The header's line on the training time: the distinct finished runs of
+ * every grid, their summed training time and their thread counts. */
+static int time_line(const rep_grids *gs, int full, FILE *f)
+{
+    int total = 0, nd = 0;
+    for (int i = 0; i < gs->n; i++)
+        total += gs->v[i].cs.n;
+    const lab_run **seen = malloc(sizeof *seen * (size_t)(total + 1));
+    if (!seen)
+        return 1;
+    unsigned char threads[MAX_THREADS + 1] = {0}; /* the counts the runs recorded */
+    double secs = 0;
+    for (int i = 0; i < gs->n; i++)
+        for (int j = 0; j < gs->v[i].cs.n; j++) {
+            const lab_run *r = gs->v[i].cs.cells[j].run;
+            int dup = !r;
+            for (int k = 0; k < nd && !dup; k++)
+                dup = same_run(seen[k], r);
+            if (dup)
+                continue;
+            seen[nd++] = r;
+            secs += r->wall_s;
+            threads[r->info.threads > 0 && r->info.threads <= MAX_THREADS ? r->info.threads : 0] = 1;
+        }
+    double hours = secs / 3600;
+    fprintf(f, "Training time of the %d distinct finished runs (a run shared between grids "
+               "counted once), summed: %.1f hours", nd, hours);
+    for (int t = 1, k = 0; t <= MAX_THREADS; t++) /* ascending, as sort -un gave them */
+        if (threads[t])
+            fprintf(f, "%s%d", k++ ? "/" : ", ", t);
+    if (memchr(threads + 1, 1, MAX_THREADS))
+        fprintf(f, " thread(s) per run");
+    if (full)
+        fprintf(f, "; the preset runs its brackets and charlm chains side by side (`JOBS=2`, its "
+                   "default on 2 or more cores), two runs at a time, so its wall time is at "
+                   "least half that, %.1f hours",
+                hours / 2);
+    fprintf(f, ".\n\n");
+    free(seen);
+    return 0;
+}
+
+static int header(const char *out, const char *preset, const rep_grids *gs, FILE *f)
+{
+    char date[32], cpu[256];
+    rep_date(date, sizeof date);
+    cpu_model(cpu, sizeof cpu);
+    fprintf(f, "# Results: preset `%s`\n\n", preset);
+    fprintf(f, "Generated by `boltzattn report` from the files under `%s` on %s; nothing below "
+               "is typed by hand.\n", out, date);
+    fprintf(f, "The grids were run by `make reproduce PRESET=%s` (`lab/reproduce.sh %s`), which "
+               "resumes an interrupted grid.\n", preset, preset);
+    fprintf(f, "Machine: %s, %d cores; boltzattn %s.\n", cpu, rep_cores(), BA_VERSION);
+    if (time_line(gs, strcmp(preset, "full") == 0, f))
+        return 1;
+    fprintf(f, "| grid | runs finished |\n|---|---|\n");
+    for (int i = 0; i < gs->n; i++) {
+        const lab_cells *cs = &gs->v[i].cs;
+        int done = 0;
+        for (int j = 0; j < cs->n; j++)
+            done += cs->cells[j].run != NULL;
+        fprintf(f, "| %s | %d of %d |\n", gs->v[i].name, done, cs->n);
+    }
+    fprintf(f, "\n");
+    return 0;
+}
+
+/* --------------------------------------------------------- convergence */
+
+/* How much a run's validation metric still moved late in training: from
+ * the periodic evaluation nearest 70 % of its steps (the one before the
+ * last when that is the last) to the last one, the same items both times:
+ * charlm in % of perplexity, brackets in accuracy points. 0 when the run
+ * has fewer than two periodic evaluations. */
+static int late_change(const command *c, const lab_run *r, double *d, long *from, long *to,
+                       int *code)
+{
+    ba_record *recs;
+    int n, ne = 0, best = -1, prev = -1, last = -1;
+    if ((*code = lab_metrics_read(c, r->dir, &recs, &n)))
+        return 0;
+    double target = 0.7 * (double)r->steps;
+    for (int i = 0; i < n; i++) {
+        if (recs[i].kind != BA_REC_EVAL)
+            continue;
+        ne++;
+        if (best < 0 || fabs(recs[i].step - target) < fabs(recs[best].step - target))
+            best = i;
+        prev = last, last = i;
+    }
+    if (ne >= 2) {
+        best = best == last ? prev : best; /* else the last against itself */
+        const ba_eval_result *a = &recs[best].eval, *b = &recs[last].eval;
+        *d = r->task == BA_TASK_CHARLM ? 100.0 * (b->ppl / a->ppl - 1.0)
+                                       : 100.0 * (b->accuracy - a->accuracy);
+        *from = recs[best].step, *to = recs[last].step;
+    }
+    free(recs);
+    return ne >= 2;
+}
+
+/* One (T, C, FFN) of a grid: the late changes of its runs. */
+typedef struct {
+    int T, C, ffn;
+    ba_running s;             /* the changes: their count and mean */
+    double largest, top;      /* top: |largest| */
+    long from, to;
+} conv_cell;
+
+static int conv_cmp(const void *pa, const void *pb)
+{
+    const conv_cell *a = pa, *b = pb;
+    return a->T != b->T ? (a->T > b->T) - (a->T < b->T)
+           : a->C != b->C ? (a->C > b->C) - (a->C < b->C)
+                          : a->ffn - b->ffn;
+}
+
+/* The grid's cells with finished runs that have learning curves, sorted
+ * by T, C and FFN (without FFN first). *out malloc'd. */
+static int conv_cells(const command *c, const rep_grid *x, conv_cell **out, int *n)
+{
+    const lab_cells *cs = &x->cs;
+    *n = 0;
+    if (!(*out = calloc((size_t)cs->n + 1, sizeof **out)))
+        return fail_lib(c, "out of memory", 1);
+    int code = 0;
+    for (int i = 0; i < cs->n && !code; i++) {
+        const lab_cell *cell = &cs->cells[i];
+        double d = 0;
+        long from = 0, to = 0;
+        if (!cell->run || !late_change(c, cell->run, &d, &from, &to, &code))
+            continue;
+        int k = 0;
+        while (k < *n && !((*out)[k].T == cell->T && (*out)[k].C == cell->C &&
+                           (*out)[k].ffn == cell->ffn))
+            k++;
+        conv_cell *v = &(*out)[k];
+        if (k == *n) {
+            (*n)++;
+            v->T = cell->T, v->C = cell->C, v->ffn = cell->ffn;
+        }
+        ba_running_add(&v->s, d);
+        if (fabs(d) > v->top)
+            v->top = fabs(d), v->largest = d;
+        v->from = from, v->to = to;
+    }
+    if (*n)
+        qsort(*out, (size_t)*n, sizeof **out, conv_cmp);
+    return code;
+}
+
+static const char *conv_unit(ba_task t)
+{
+    return t == BA_TASK_CHARLM ? "% of perplexity" : "accuracy points";
+}
+
+/* The convergence table of a grid: per cell, the mean and the largest
+ * change over its runs. */
+static void conv_table(const rep_grid *x, const conv_cell *v, int n, FILE *f)
+{
+    if (n == 0) {
+        fprintf(f, "(no finished runs with learning curves)\n");
+        return;
+    }
+    fprintf(f, "| T | C | FFN | runs | mean change (%s) | largest change | steps compared |\n",
+            conv_unit(x->g.task));
+    fprintf(f, "|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "| %d | %d | %s | %d | %+.2f | %+.2f | %ld -> %ld |\n", v[i].T, v[i].C,
+                v[i].ffn ? "yes" : "no", (int)v[i].s.n, v[i].s.mean, v[i].largest,
+                v[i].from, v[i].to);
+}
+
+/* The overview's row of a grid: the cell whose mean change is largest in
+ * size, and the verdict. */
+static void conv_row(const rep_grid *x, const conv_cell *v, int n, FILE *f)
+{
+    int runs = 0, m = 0;
+    for (int i = 0; i < n; i++) {
+        runs += (int)v[i].s.n;
+        if (fabs(v[i].s.mean) > fabs(v[m].s.mean))
+            m = i;
+    }
+    double mean = v[m].s.mean;
+    int lm = x->g.task == BA_TASK_CHARLM;
+    const char *verdict = fabs(mean) <= CONV_LIMIT                 ? "flat"
+                          : (lm && mean < 0) || (!lm && mean > 0) ? "still improving"
+                                                                  : "still getting worse";
+    fprintf(f, "| %s | %d | %s | T = %d, C = %d, %s FFN | %+.2f | %ld -> %ld | %s |\n", x->name,
+            runs, conv_unit(x->g.task), v[m].T, v[m].C, v[m].ffn ? "with" : "without", mean,
+            v[m].from, v[m].to, verdict);
+}
+
+static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
+{
+    fprintf(f, "## Are the runs converged?\n\n");
+    fprintf(f, "Per grid, the cell (T, C, FFN) whose validation metric still moved most late in "
+               "training: the mean change over its runs between the periodic evaluations at the "
+               "steps shown (the same items both times). 'flat' means every cell of the grid "
+               "moved by less than %g (%% of perplexity or accuracy points), half the effect the "
+               "grids are sized to resolve; otherwise the direction is named. Each grid's "
+               "section has the table per cell.\n\n",
+            CONV_LIMIT);
+    int rows = 0, code = 0;
+    for (int i = 0; i < gs->n && !code; i++) {
+        conv_cell *v;
+        int n;
+        code = conv_cells(c, &gs->v[i], &v, &n);
+        if (!code && n && !rows++)
+            fprintf(f, "| grid | runs | unit | cell that moved most | its mean change | steps "
+                       "compared | verdict |\n|---|---|---|---|---|---|---|\n");
+        if (!code && n)
+            conv_row(&gs->v[i], v, n, f);
+        free(v);
+    }
+    if (!rows)
+        fprintf(f, "(no finished runs with periodic evaluations: `--eval-every` was not set)\n");
+    fprintf(f, "\n");
+    return code;
+}
+
+/* ------------------------------------------------------------ verdicts */
+
+/* Every effect of a grid against softmax, with a verdict read off its
+ * confidence interval; prefix (may be "") opens each row. */
+static int verdicts(const rep_grid *x, const char *prefix, FILE *f)
+{
+    lab_effect_row *rows;
+    int n;
+    if (lab_effect_rows(&x->cs, &rows, &n))
+        return 1;
+    const lab_grid *g = &x->g;
+    int pct = g->task == BA_TASK_CHARLM;
+    for (int i = 0; i < n; i++) {
+        const lab_effect_row *r = &rows[i];
+        const lab_arm *a = &g->arms[r->arm];
+        if (a->attn == BA_ATTN_SOFTMAX)
+            continue;
+        char eff[128] = "missing", label[96];
+        const char *unit = pct ? " %" : "", *verdict = "not measured", *paper = "";
+        if (!isnan(r->effect) && isnan(r->lo)) {
+            snprintf(eff, sizeof eff, "%+.2f%s (one pair)", r->effect, unit);
+            verdict = "too few seeds";
+        } else if (!isnan(r->effect)) {
+            snprintf(eff, sizeof eff, "%+.2f%s [%+.2f, %+.2f]", r->effect, unit, r->lo, r->hi);
+            int better = pct ? -1 : 1; /* lower perplexity is better */
+            verdict = r->lo > 0 || r->hi < 0 ? (r->effect * better > 0 ? "better than softmax"
+                                                                        : "worse than softmax")
+                                             : "no resolved difference";
+            double pv = r->paper ? strtod(r->paper, NULL) : 0; /* "-1.08 %" is -1.08 */
+            if (r->paper)
+                paper = pv >= r->lo && pv <= r->hi ? "; the paper's value is inside the interval"
+                                                   : "; the paper's value is outside the interval";
+        }
+        lab_arm_label(a, label, sizeof label);
+        fprintf(f, "%s| %s | %d | %d | %s | %s | %d/%d | %s | %s | %s%s |\n", prefix,
+                ba_task_name(g->task), r->T, r->C, r->ffn ? "yes" : "no", label, r->pairs, r->seeds,
+                eff, r->paper ? r->paper : "", verdict, paper);
+    }
+    free(rows);
+    return 0;
+}
+
+/* ----------------------------------------------------------- couplings */
+
+static double num_of(const cJSON *o, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+/* The paper's sign of J at key distance d (spec section 1), or "". */
+static const char *paper_sign(int d)
+{
+    return d >= 2 && d <= 4 ? "> 0" : d >= 6 ? "< 0" : "";
+}
+
+static void jtable_runs(const cJSON *o, const cJSON *over, int nruns, FILE *f)
+{
+    const cJSON *cell = cJSON_GetObjectItemCaseSensitive(o, "cell");
+    fprintf(f, "Coupling J by key distance d = k - j in cell `%s`, over its %d seeds: each run's "
+               "mean J over its pairs (all layers and heads), then the mean, standard deviation "
+               "and 95 %% interval over the runs. The paper reports J > 0 for d = 2..4 and J < 0 "
+               "for d >= 6; the verdict is read off the interval.\n\n",
+            cJSON_IsString(cell) ? cell->valuestring : "?", nruns);
+    fprintf(f, "| distance | mean J | sd over seeds | 95 %% interval | seeds with J > 0 | paper | "
+               "verdict |\n|---|---|---|---|---|---|---|\n");
+    for (const cJSON *x = over->child; x; x = x->next) {
+        int d = (int)num_of(x, "distance");
+        double lo = num_of(x, "ci95_lo"), hi = num_of(x, "ci95_hi");
+        const char *paper = paper_sign(d), *v;
+        int side = lo > 0 ? 1 : hi < 0 ? -1 : 0, want = *paper ? (paper[0] == '>' ? 1 : -1) : 0;
+        if (side == 0)
+            v = "sign not resolved";
+        else if (want == 0)
+            v = side > 0 ? "positive (the paper says nothing)" : "negative (the paper says nothing)";
+        else
+            v = side == want ? "agrees" : "opposite sign";
+        fprintf(f, "| %d | %+.4f | %.4f | [%+.4f, %+.4f] | %d of %d | %s | %s |\n", d,
+                num_of(x, "mean"), num_of(x, "sd"), lo, hi, (int)num_of(x, "positive_runs"),
+                (int)num_of(x, "runs"), paper, v);
+    }
+}
+
+/* The coupling J by key distance of a grid's couplings analysis, next to
+ * the paper's sign pattern, after the text before; with several runs the
+ * verdict per distance is read off the 95 % interval over runs. Nothing
+ * without couplings.json; a damaged one is a warning. */
+static int jtable(const command *c, const rep_grid *x, const char *before, FILE *f)
+{
+    char path[PATH_LEN];
+    if (mkpath(c, path, "%s/couplings/couplings.json", x->dir) || access(path, F_OK) != 0)
+        return 0;
+    char *txt = lab_slurp(path);
+    cJSON *o = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(o, "runs");
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "by_distance");
+    const cJSON *over = cJSON_GetObjectItemCaseSensitive(o, "over_runs");
+    int nruns = cJSON_GetArraySize(runs);
+    if (!cJSON_IsArray(runs) || nruns < 1 || !cJSON_IsArray(by) || (over && !cJSON_IsArray(over))) {
+        fprintf(stderr, "%s %s: warning: %s is not a couplings analysis; its table is left out\n",
+                prog, c->cmd, path);
+        cJSON_Delete(o);
+        return 0;
+    }
+    fputs(before, f);
+    if (over) {
+        jtable_runs(o, over, nruns, f);
+    } else {
+        const cJSON *run = cJSON_GetObjectItemCaseSensitive(runs->child, "run");
+        fprintf(f, "Mean coupling J by key distance d = k - j of run `%s` (all its layers and "
+                   "heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):\n\n",
+                cJSON_IsString(run) ? run->valuestring : "?");
+        fprintf(f, "| distance | mean J | sd |\n|---|---|---|\n");
+        for (const cJSON *d = by->child; d; d = d->next)
+            fprintf(f, "| %d | %+.4f | %.4f |\n", (int)num_of(d, "distance"), num_of(d, "mean"),
+                    num_of(d, "sd"));
+    }
+    cJSON_Delete(o);
+    return 1;
+}
+
+/* ---------------------------------------------------------- saturation */
+
+/* The widest C of a width sweep at which no exact variant's mean accuracy
+ * reaches 99 %, per C (ascending) and FFN (with FFN first). Of variants
+ * with equal means the grid's first is named. */
+static void saturation(const rep_grid *x, FILE *f)
+{
+    const lab_grid *g = &x->g;
+    int Cs[LAB_MAX_LIST];
+    memcpy(Cs, g->C, sizeof(int) * (size_t)g->nC);
+    sort_ints(Cs, g->nC);
+    fprintf(f, "| C | FFN | best variant mean (%%) | saturated (>= 99 %%) |\n|---|---|---|---|\n");
+    for (int ci = 0; ci < g->nC; ci++)
+        for (int ffn = 1; ffn >= 0; ffn--) {
+            int best = -1;
+            double bv = -1;
+            for (int a = 0; a < g->narms; a++) {
+                ba_running v = {0};
+                for (int i = 0; i < x->cs.n && !lab_arm_sampled(&g->arms[a]); i++) {
+                    const lab_cell *cell = &x->cs.cells[i];
+                    if (cell->run && cell->arm == a && cell->C == Cs[ci] && cell->ffn == ffn)
+                        ba_running_add(&v, cell->run->value);
+                }
+                if (v.n && v.mean > bv)
+                    bv = v.mean, best = a;
+            }
+            if (best >= 0)
+                fprintf(f, "| %d | %s | %.2f (%s) | %s |\n", Cs[ci], ffn ? "yes" : "no",
+                        100 * bv, ba_attn_name(g->arms[best].attn), 100 * bv >= 99 ? "yes" : "no");
+        }
+}
+
+/* ---------------------------------------------------------- the report */
+
+/* The full preset's grids by the names lab/reproduce.sh gives them (its
+ * --out): which sections are its headline rows. A grid's name says where
+ * it is, never what it holds: T and FFN pick sections of its summary. */
+static const struct {
+    const char *grid;
+    int T, ffn;
+} headline_rows[] = {
+    {"charlm-T12", 12, 1}, {"charlm-40k", 12, 1}, {"charlm-80k", 12, 1},
+    {"brackets", 16, 1},   {"brackets", 16, 0},   {"brackets", 20, 1},
+    {"brackets", 20, 0},   {"charlm", 20, 1},     {"brackets-T24", 24, 1},
+    {"brackets-T24", 24, 0},
+};
+static const char *const paper_grids[] = {"charlm-T12", "charlm", "brackets", "brackets-T24"};
+static const char *const budget_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k"};
+static const char *const width_grids[] = {"brackets-width", "charlm-width"};
+
+#define VERDICT_HEAD                                                                         \
+    "| task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | paper | verdict |\n"  \
+    "|---|---|---|---|---|---|---|---|---|\n"
+
+static int has_int(const int *v, int n, int x)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
+static int headlines(const rep_grids *gs, FILE *f)
+{
+    int code = 0;
+    fprintf(f, "## Headline rows\n\n");
+    for (size_t i = 0; i < sizeof headline_rows / sizeof headline_rows[0]; i++) {
+        const rep_grid *x = grid_named(gs, headline_rows[i].grid);
+        int T = headline_rows[i].T, ffn = headline_rows[i].ffn;
+        for (int ci = 0; x && has_int(x->g.T, x->g.nT, T) && has_int(x->g.ffn, x->g.nffn, ffn) &&
+                         ci < x->g.nC;
+             ci++) {
+            fprintf(f, "### %s: T = %d, C = %d, %s FFN\n", x->name, T, x->g.C[ci],
+                    ffn ? "with" : "without");
+            code |= lab_summary_section(&x->cs, T, x->g.C[ci], ffn, f) < 0;
+        }
+    }
+    return code;
+}
+
+/* The verdict rows of those of the n named grids there are; with steps,
+ * each row opens with its grid's steps. */
+static int verdict_grids(const rep_grids *gs, const char *const *names, size_t n, int steps,
+                         FILE *f)
+{
+    int code = 0;
+    for (size_t i = 0; i < n; i++) {
+        const rep_grid *x = grid_named(gs, names[i]);
+        char prefix[40] = "";
+        if (x && steps)
+            snprintf(prefix, sizeof prefix, "| %ld ", x->g.train.steps);
+        code |= x && verdicts(x, prefix, f);
+    }
+    return code;
+}
+#define NAMES(a) (a), sizeof(a) / sizeof(a)[0]
+
+/* What only the full preset has: the headline rows and the comparisons
+ * with the paper. */
+static int full_sections(const command *c, const rep_grids *gs, FILE *f)
+{
+    int code = headlines(gs, f), nb = 0;
+    fprintf(f, "### Against the paper\n\n"
+               "Every variant against softmax on the same seeds at the headline widths (effect: "
+               "relative perplexity change, negative is better, for charlm; accuracy points for "
+               "brackets; 95 %% confidence interval over seeds). The verdict is read off the "
+               "interval: 'better' or 'worse' only when it excludes zero.\n\n" VERDICT_HEAD);
+    code |= verdict_grids(gs, NAMES(paper_grids), 0, f);
+    fprintf(f, "\n");
+    for (size_t i = 0; i < sizeof budget_grids / sizeof budget_grids[0]; i++)
+        nb += grid_named(gs, budget_grids[i]) != NULL;
+    if (nb > 1) {
+        fprintf(f, "### The headline row as the training budget grows\n\n"
+                   "charlm at T = 12 with the same settings and seeds but more steps (the cosine "
+                   "schedule stretched over them). Perplexity still falls with more steps (see the "
+                   "convergence overview); this shows whether the effect moves with it.\n\n"
+                   "| steps | task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | "
+                   "paper | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        code |= verdict_grids(gs, NAMES(budget_grids), 1, f);
+        fprintf(f, "\n");
+    }
+    if (grid_named(gs, width_grids[0]) || grid_named(gs, width_grids[1])) {
+        fprintf(f, "### Against the paper across widths (T = 16)\n\n"
+                   "The same comparison at every width of the sweeps, so an effect can be seen to "
+                   "grow, shrink or vanish as the model widens; where a width saturates (next "
+                   "table) no gap can show.\n\n" VERDICT_HEAD);
+        code |= verdict_grids(gs, NAMES(width_grids), 0, f);
+        fprintf(f, "\n");
+    }
+    const rep_grid *x = grid_named(gs, "charlm-T12");
+    if (x && jtable(c, x, "### Couplings against the paper's sign pattern (charlm, T = 12)\n\n", f))
+        fprintf(f, "\n");
+    if ((x = grid_named(gs, "brackets-width"))) {
+        fprintf(f, "### Where brackets saturate (T = 16, width sweep)\n\n");
+        saturation(x, f);
+        fprintf(f, "\n");
+    }
+    return code;
+}
+
+/* The links to the figures of dir (sub: "" or "couplings/" under the
+ * grid), as prefix + the path relative to OUT. */
+static int png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f)
+{
+    char dir[PATH_LEN + 16], **names;
+    int n;
+    snprintf(dir, sizeof dir, "%s/%s", x->dir, sub);
+    if (rep_pngs(dir, &names, &n))
+        return 1;
+    for (int i = 0; i < n; i++)
+        fprintf(f, "![%s](%s%s/%s%s)\n", names[i], prefix, x->name, sub, names[i]);
+    lab_names_free(names, n);
+    return 0;
+}
+
+/* A grid's own section: its summary, convergence table, figures and
+ * couplings. */
+static int grid_section(const command *c, const rep_grid *x, const char *prefix, FILE *f)
+{
+    fprintf(f, "## %s\n\n", x->name);
+    if (rep_summary_body(&x->cs, 1, "###", f))
+        return fail_lib(c, "out of memory", 1);
+    fprintf(f, "\n#### Convergence\n\n"
+               "Change of the validation metric late in training, between the periodic "
+               "evaluations (same items) at the steps shown; near zero means the curves are "
+               "flat:\n\n");
+    conv_cell *v;
+    int n, code = conv_cells(c, x, &v, &n);
+    if (!code)
+        conv_table(x, v, n, f);
+    free(v);
+    if (code)
+        return code;
+    fprintf(f, "\n");
+    if (png_links(x, "", prefix, f) || png_links(x, "couplings/", prefix, f))
+        return 1;
+    jtable(c, x, "\n", f);
+    fprintf(f, "\n");
+    return 0;
+}
+
+static int write_report(const command *c, const char *out, const char *preset,
+                        const char *prefix, const rep_grids *gs)
+{
+    out_file o;
+    if (out_open(c, &o))
+        return 1;
+    int code = header(out, preset, gs, o.f) ? fail_lib(c, "out of memory", 1) : 0;
+    if (!code)
+        code = conv_overview(c, gs, o.f);
+    if (!code && strcmp(preset, "full") == 0 && full_sections(c, gs, o.f))
+        code = fail_lib(c, "out of memory", 1);
+    for (int i = 0; i < gs->n && !code; i++)
+        code = grid_section(c, &gs->v[i], prefix, o.f);
+    int bad = ferror(o.f);
+    bad |= fclose(o.f) != 0;
+    if (!code && bad)
+        code = fail_lib(c, "out of memory", 1);
+    /* the whole report or nothing: a failure leaves no partial file */
+    if (!code && (fwrite(o.buf, 1, o.len, stdout) != o.len || fflush(stdout) != 0)) {
+        fprintf(stderr, "%s %s: cannot write the report: %s\n", prog, c->cmd, strerror(errno));
+        code = 1;
+    }
+    free(o.buf);
+    return code;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    const command *c = &report_cmd;
+    const char *out = NULL;
+    int rc = parse_args(c, argc, argv, &out, 1, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!out || !*out)
+        return usage_error(c, "the output directory OUT is required");
+    const char *preset = get_str(c, "preset"), *doc = get_str(c, "samplers-doc");
+    const char *prefix = is_set(c, "link-prefix") ? get_str(c, "link-prefix") : "";
+    if (doc && (preset || is_set(c, "link-prefix")))
+        return usage_error(c, "--samplers-doc excludes --preset and --link-prefix");
+    if (doc && !*doc)
+        return usage_error(c, "--samplers-doc must not be empty");
+    if (!doc && !preset)
+        return usage_error(c, "option '--preset' (or '--samplers-doc') is required");
+    if (preset && strcmp(preset, "quick") != 0 && strcmp(preset, "full") != 0 &&
+        strcmp(preset, "samplers") != 0)
+        return usage_error(c, "unknown preset '%s' (quick|full|samplers)", preset);
+    rep_grids gs;
+    int code = rep_grids_load(c, out, &gs);
+    if (code)
+        return code;
+    code = doc ? rep_samplers_doc(c, out, doc, &gs) : write_report(c, out, preset, prefix, &gs);
+    rep_grids_free(&gs);
+    return code;
+}

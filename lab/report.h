@@ -1,0 +1,49 @@
+/* What the two halves of `boltzattn report` share: the grids of an output
+ * directory (report.c, the results report) and the samplers section of a
+ * document (report_samplers.c). */
+#ifndef BA_LAB_REPORT_H
+#define BA_LAB_REPORT_H
+
+#include "lab.h"
+
+/* One grid of the output directory: a subdirectory holding grid.json, its
+ * runs and the cells they fill. The directory's name is a label and a
+ * path, nothing more. */
+typedef struct {
+    char name[256];     /* the subdirectory's name, for headings and links */
+    char dir[PATH_LEN]; /* OUT/name */
+    lab_grid g;
+    lab_runs rs;
+    lab_cells cs;       /* cs.g points at g: a rep_grid does not move */
+} rep_grid;
+
+typedef struct {
+    rep_grid *v;
+    int n;
+} rep_grids;
+
+/* Every grid under out, in the order the shell lists out/<name>/ in the C
+ * locale. 0 or an exit code after printing (2: out is not a directory or
+ * holds no grid, or a grid.json is damaged). */
+int rep_grids_load(const command *c, const char *out, rep_grids *gs);
+void rep_grids_free(rep_grids *gs);
+
+/* Today's date in UTC, YYYY-MM-DD. */
+void rep_date(char *buf, size_t n);
+/* The processors online (1 if unknown). */
+int rep_cores(void);
+/* The grid's summary.md text with its first `skip` lines left out and
+ * every "## " heading turned into `heading` followed by a space. 0, or 1
+ * when out of memory (nothing written). */
+int rep_summary_body(const lab_cells *cs, int skip, const char *heading, FILE *f);
+/* The names of the regular *.png files in dir, sorted bytewise
+ * (malloc'd, free with lab_names_free); none when dir cannot be read. */
+int rep_pngs(const char *dir, char ***names, int *n);
+
+/* The section "## Training with sampled statistics" of doc regenerated
+ * from the grids of out, everything above the heading kept, written
+ * atomically. 0, or an exit code after printing (2: no doc, or no such
+ * heading in it). */
+int rep_samplers_doc(const command *c, const char *out, const char *doc, const rep_grids *gs);
+
+#endif

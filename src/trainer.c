@@ -1,0 +1,681 @@
+/* The trainer: a run's whole state (model, AdamW moments, step, the batch
+ * and sampler streams, the settings) and the one training loop every
+ * caller drives (ba_trainer_run), plus evaluation and the sampler-quality
+ * measurement the loop records. Its files are src/runfiles.c's. */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Evaluation batch of the loop's periodic and final evaluations. */
+#define EVAL_BATCH 64
+
+/* The streams of a seed: initialisation (the seed itself), batches and
+ * shots. Batches come from their own stream, so the data order for a seed
+ * is the same for every variant and model size; the sampled attention's
+ * shots from a third, so a sampled run has the initialisation and data
+ * order of the exact one. */
+#define DATA_STREAM 0x5eedda7a5eedda7aULL
+#define SAMPLER_STREAM 0x5a3b1e5a3b1e0001ULL
+
+struct ba_trainer {
+    ba_model *m;
+    const ba_dataset *data;
+    ba_data_spec spec;   /* of data, for checkpoints */
+    ba_train_settings s;
+    ba_rng data_rng;     /* the batch stream */
+    char *data_path;     /* recorded charlm file, or NULL */
+    char *train_json;    /* the settings as recorded (with data path and threads) */
+    double prior_s;      /* training time of earlier calls; -1: a state that did not keep it */
+    int restored;        /* continues a saved run: its log is trimmed and appended */
+    int *in, *tg;        /* (B,T) the batch buffers */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------- evaluation */
+
+int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_result *res,
+                char *err)
+{
+    const ba_config *c = ba_model_config(m);
+    int T = ba_dataset_block_size(d);
+    ba_head want = ba_dataset_task(d) == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
+    if (want != c->head)
+        return ba_fail(err, BA_ERR_ARG, "%s data needs a %s head, the model has a %s head",
+                       ba_task_name(ba_dataset_task(d)), ba_head_name(want),
+                       ba_head_name(c->head));
+    if (T != c->block_size)
+        return ba_fail(err, BA_ERR_ARG, "dataset block size %d does not match the model's %d", T,
+                       c->block_size);
+    if (ba_dataset_vocab_size(d) != c->vocab_size)
+        return ba_fail(err, BA_ERR_ARG, "dataset vocabulary size %d does not match the model's %d",
+                       ba_dataset_vocab_size(d), c->vocab_size);
+    if (B < 1)
+        return ba_fail(err, BA_ERR_ARG, "evaluation batch size %d must be at least 1", B);
+    int total = ba_dataset_num_eval(d);
+    int n = (max_items <= 0 || max_items >= total) ? total : max_items;
+    int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
+    if (!in || !tg) {
+        free(in), free(tg);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an evaluation batch");
+    }
+    double loss_sum = 0.0;
+    long targets = 0, correct = 0;
+    int rc = BA_OK;
+    /* A fixed stream for the shots of a sampled model, restored after. */
+    ba_rng saved = *ba_model_sampler_rng(m);
+    ba_rng_seed(ba_model_sampler_rng(m), BA_EVAL_SAMPLER_SEED);
+    for (int start = 0; start < n && rc == BA_OK; start += B) {
+        int bs = n - start < B ? n - start : B;
+        for (int k = 0; k < bs; k++) {
+            /* an evenly spaced, deterministic subset when n < total */
+            int idx = (int)((long long)(start + k) * total / n);
+            ba_dataset_eval_item(d, idx, in + (size_t)k * T, tg + (size_t)k * T);
+        }
+        double loss;
+        rc = ba_model_forward(m, in, tg, bs, T, &loss, err);
+        if (rc)
+            break;
+        loss_sum += loss * ba_model_num_targets(m);
+        targets += ba_model_num_targets(m);
+        const ba_real *lg = ba_model_logits(m);
+        int O = c->out_size;
+        for (size_t r = 0; r < (size_t)bs * T; r++) {
+            if (tg[r] < 0)
+                continue;
+            const ba_real *x = lg + r * O;
+            int best = 0;
+            for (int o = 1; o < O; o++)
+                if (x[o] > x[best])
+                    best = o;
+            correct += best == tg[r];
+        }
+    }
+    free(in), free(tg);
+    *ba_model_sampler_rng(m) = saved;
+    if (rc)
+        return rc;
+    res->n_items = n;
+    res->n_targets = targets;
+    res->loss = targets ? loss_sum / targets : 0.0;
+    res->ppl = exp(res->loss);
+    res->accuracy = targets ? (double)correct / targets : 0.0;
+    return BA_OK;
+}
+
+int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err)
+{
+    return ba_evaluate(t->m, t->data, max_items, EVAL_BATCH, r, err);
+}
+
+/* A sampled model, evaluated again with exact inference. */
+static int evaluate_exact(ba_trainer *t, ba_eval_result *r, char *err)
+{
+    ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT), own = ba_model_config(t->m)->sampler;
+    int rc = ba_model_set_sampler(t->m, &exact, err);
+    if (rc == BA_OK) {
+        rc = ba_trainer_evaluate(t, 0, r, err);
+        char why[BA_ERR_LEN];
+        int rc2 = ba_model_set_sampler(t->m, &own, why);
+        if (rc == BA_OK && rc2)
+            rc = ba_fail(err, rc2, "%s", why);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------ sampler quality
+ * The sampler measured against the exact distribution on the Ising systems
+ * the model meets: the last query of n = min(T, 8) keys of the first 4
+ * evaluation items, layer 0, head 0. n stays at 8 so the histogram of the
+ * shot samplers resolves 2^n states (shot noise of the total variation at
+ * most about 0.5 sqrt(2^n 2 / (pi S)), 0.035 here); the direct sampler's
+ * figure on the same systems is the floor. The model's sampler is set to
+ * exact for the forward that yields the fields, then restored, and the
+ * measurement draws from its own fixed stream: the training streams are
+ * untouched. */
+enum { QUALITY_SHOTS = 16384, QUALITY_ITEMS = 4, QUALITY_MAX_N = 8 };
+
+/* The fields and couplings of the measured systems: h (K,n), J (n,n). */
+static int quality_systems(ba_trainer *t, int K, int n, double *h, double *J, char *err)
+{
+    const ba_config *cfg = ba_model_config(t->m);
+    int T = cfg->block_size;
+    int *in = malloc(sizeof(int) * (size_t)K * T), *tg = malloc(sizeof(int) * (size_t)K * T);
+    int rc = BA_OK;
+    if (!in || !tg)
+        rc = ba_fail(err, BA_ERR_NOMEM, "out of memory for the sampler quality check");
+    for (int k = 0; rc == BA_OK && k < K; k++)
+        ba_dataset_eval_item(t->data, k, in + (size_t)k * T, tg + (size_t)k * T);
+    ba_sampler own = cfg->sampler, exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    double loss;
+    if (rc == BA_OK && (rc = ba_model_set_sampler(t->m, &exact, err)) == BA_OK) {
+        rc = ba_model_forward(t->m, in, tg, K, T, &loss, err);
+        char why[BA_ERR_LEN];
+        int rc2 = ba_model_set_sampler(t->m, &own, why);
+        if (rc == BA_OK && rc2)
+            rc = ba_fail(err, rc2, "%s", why);
+    }
+    /* head 0's couplings of layer 0, (Tmax,Tmax) rows */
+    int jt = ba_model_find_tensor(t->m, "blocks.0.attn.J");
+    ba_tensor_info ti;
+    if (rc == BA_OK && jt >= 0 && ba_model_tensor(t->m, jt, &ti) == BA_OK)
+        for (int j = 0; j < n; j++)
+            for (int k = j + 1; k < n; k++)
+                J[j * n + k] = ba_model_params(t->m)[ti.offset + (size_t)j * T + k];
+    for (int k = 0; rc == BA_OK && k < K; k++) {
+        if (cfg->attn == BA_ATTN_BOLTZMANN)
+            rc = ba_model_fields(t->m, 0, 0, k, n - 1, h + (size_t)k * n, err);
+        else /* coupling attention: h = 0 */
+            memset(h + (size_t)k * n, 0, sizeof(double) * n);
+    }
+    free(in), free(tg);
+    return rc;
+}
+
+int ba_trainer_quality(ba_trainer *t, ba_record *r, char *err)
+{
+    const ba_config *cfg = ba_model_config(t->m);
+    ba_sampler own = cfg->sampler;
+    if (own.kind == BA_SAMPLER_EXACT)
+        return ba_fail(err, BA_ERR_ARG, "an exact model has no sampler to measure");
+    int T = cfg->block_size, n = T < QUALITY_MAX_N ? T : QUALITY_MAX_N;
+    int K = ba_dataset_num_eval(t->data);
+    K = K < QUALITY_ITEMS ? K : QUALITY_ITEMS;
+    memset(r, 0, sizeof *r);
+    r->kind = BA_REC_QUALITY;
+    r->step = ba_trainer_step_count(t);
+    r->n = n, r->instances = K;
+    r->beta_eff = r->r2 = r->tv_eff = r->tv_shot_floor = NAN;
+    if (K < 1 || T > ba_engine_max_spins(cfg->engine))
+        return BA_OK; /* nothing to measure against */
+    double h[QUALITY_ITEMS * QUALITY_MAX_N], J[QUALITY_MAX_N * QUALITY_MAX_N] = {0};
+    int rc = quality_systems(t, K, n, h, J, err);
+    ba_rng rng;
+    ba_rng_seed(&rng, 0x9a1171e5ULL ^ (uint64_t)r->step);
+    ba_sampler direct = ba_sampler_default(BA_SAMPLER_DIRECT);
+    double tv = 0, kl = 0, beta = 0, r2 = 0, tve = 0, floor_tv = 0;
+    for (int k = 0; rc == BA_OK && k < K; k++) {
+        const double *hk = cfg->attn == BA_ATTN_BOLTZMANN ? h + (size_t)k * n : NULL;
+        ba_sampler_quality q;
+        if ((rc = ba_sampler_measure(&own, n, hk, J, n, QUALITY_SHOTS, &rng, &q, err)))
+            break;
+        tv += q.tv / K, kl += q.kl / K;
+        if (isfinite(q.beta_eff)) { /* NAN: frozen on one energy, no fit */
+            beta += q.beta_eff, r2 += q.r2, tve += q.tv_eff;
+            r->fitted++;
+        }
+        if (own.kind != BA_SAMPLER_DQA) {
+            if ((rc = ba_sampler_measure(&direct, n, hk, J, n, QUALITY_SHOTS, &rng, &q, err)))
+                break;
+            floor_tv += q.tv / K;
+        }
+    }
+    if (rc)
+        return rc;
+    r->tv = tv, r->kl = kl;
+    if (r->fitted)
+        r->beta_eff = beta / r->fitted, r->r2 = r2 / r->fitted, r->tv_eff = tve / r->fitted;
+    if (own.kind != BA_SAMPLER_DQA)
+        r->tv_shot_floor = floor_tv, r->shots = QUALITY_SHOTS;
+    return BA_OK;
+}
+
+/* -------------------------------------------------------- the trainer */
+
+static int trainer_alloc(ba_trainer **out, const ba_config *cfg, const ba_dataset *data,
+                         const ba_train_settings *s, char *err)
+{
+    *out = NULL;
+    int rc = ba_train_settings_validate(s, err);
+    if (rc)
+        return rc;
+    if (ba_dataset_block_size(data) != cfg->block_size)
+        return ba_fail(err, BA_ERR_ARG, "the data has T = %d but the model T = %d",
+                       ba_dataset_block_size(data), cfg->block_size);
+    ba_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate a trainer");
+    t->data = data;
+    t->s = *s;
+    ba_dataset_spec(data, &t->spec);
+    size_t bt = (size_t)s->batch * cfg->block_size;
+    t->in = malloc(sizeof(int) * bt);
+    t->tg = malloc(sizeof(int) * bt);
+    if (!t->in || !t->tg)
+        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate a batch of %d sequences", s->batch);
+    if (rc == BA_OK)
+        rc = ba_data_spec_check(&t->spec, cfg, err);
+    if (rc == BA_OK)
+        rc = ba_model_init(&t->m, cfg, err);
+    if (rc) {
+        ba_trainer_free(t);
+        return rc;
+    }
+    *out = t;
+    return BA_OK;
+}
+
+/* The settings as recorded in checkpoints and states: with the data path
+ * (charlm only) and the thread count of this process. */
+static int set_data_path(ba_trainer *t, const char *path, char *err)
+{
+    char *p = path && t->spec.task == BA_TASK_CHARLM ? strdup(path) : NULL;
+    if (path && t->spec.task == BA_TASK_CHARLM && !p)
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    free(t->data_path);
+    t->data_path = p;
+    free(t->train_json);
+    if (!(t->train_json = ba_train_settings_to_json(&t->s, p)))
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    return BA_OK;
+}
+
+int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *data,
+                    const char *data_path, const ba_train_settings *s, char *err)
+{
+    if (!out || !cfg || !data || !s)
+        return ba_fail(err, BA_ERR_ARG, "ba_trainer_init: out, cfg, data and s must not be NULL");
+    ba_trainer *t;
+    int rc = trainer_alloc(&t, cfg, data, s, err);
+    if (rc)
+        return rc;
+    ba_rng rng;
+    ba_rng_seed(&rng, s->seed);
+    ba_model_init_weights(t->m, &rng, s->j_init_std);
+    ba_rng_seed(&t->data_rng, s->seed ^ DATA_STREAM);
+    ba_rng_seed(ba_model_sampler_rng(t->m), s->seed ^ SAMPLER_STREAM);
+    if ((rc = set_data_path(t, data_path, err))) {
+        ba_trainer_free(t);
+        return rc;
+    }
+    *out = t;
+    return BA_OK;
+}
+
+/* The data given to a restored run must be the data it was saved with. */
+static int same_data(const ba_data_spec *saved, const ba_data_spec *now, char *err)
+{
+    if (saved->task != now->task)
+        return ba_fail(err, BA_ERR_ARG, "the run was trained on %s data, not %s",
+                       ba_task_name(saved->task), ba_task_name(now->task));
+    if (saved->task == BA_TASK_CHARLM &&
+        (saved->vocab_size != now->vocab_size ||
+         memcmp(saved->vocab, now->vocab, (size_t)saved->vocab_size) != 0))
+        return ba_fail(err, BA_ERR_ARG, "the data's vocabulary differs from the run's");
+    if (saved->task == BA_TASK_BRACKETS &&
+        (saved->kinds != now->kinds || saved->n_heldout != now->n_heldout ||
+         saved->data_seed != now->data_seed))
+        return ba_fail(err, BA_ERR_ARG,
+                       "the brackets data (kinds %d, held out %d, seed %llu) differs from the "
+                       "run's (kinds %d, held out %d, seed %llu)",
+                       now->kinds, now->n_heldout, (unsigned long long)now->data_seed,
+                       saved->kinds, saved->n_heldout, (unsigned long long)saved->data_seed);
+    return BA_OK;
+}
+
+int ba_trainer_restore(ba_trainer **out, const char *path, const ba_dataset *data,
+                       const char *data_path, char *err)
+{
+    if (!out || !path || !data)
+        return ba_fail(err, BA_ERR_ARG, "ba_trainer_restore: out, path and data must not be NULL");
+    *out = NULL;
+    ba_config cfg;
+    ba_data_spec spec, now;
+    ba_train_settings s;
+    char *saved_path = NULL;
+    int rc = ba_trainer_peek(path, &cfg, &spec, &s, &saved_path, err);
+    ba_dataset_spec(data, &now);
+    if (rc == BA_OK)
+        rc = same_data(&spec, &now, err);
+    ba_trainer *t = NULL;
+    if (rc == BA_OK)
+        rc = trainer_alloc(&t, &cfg, data, &s, err);
+    long step = 0;
+    if (rc == BA_OK)
+        rc = ba_state_read_into(path, t->m, &step, &t->data_rng, &t->prior_s, err);
+    if (rc == BA_OK && step > s.steps)
+        rc = ba_fail(err, BA_ERR_FORMAT, "the saved step %ld is beyond the run's %ld steps", step,
+                     s.steps);
+    if (rc == BA_OK)
+        rc = set_data_path(t, data_path ? data_path : saved_path, err);
+    free(saved_path);
+    if (rc) {
+        ba_trainer_free(t);
+        return rc;
+    }
+    t->restored = 1;
+    *out = t;
+    return BA_OK;
+}
+
+void ba_trainer_free(ba_trainer *t)
+{
+    if (!t)
+        return;
+    ba_model_free(t->m);
+    free(t->data_path);
+    free(t->train_json);
+    free(t->in);
+    free(t->tg);
+    free(t);
+}
+
+ba_model *ba_trainer_model(ba_trainer *t) { return t->m; }
+const ba_train_settings *ba_trainer_settings(const ba_trainer *t) { return &t->s; }
+long ba_trainer_step_count(const ba_trainer *t) { return ba_model_step_count(t->m); }
+const char *ba_trainer_data_path(const ba_trainer *t) { return t->data_path; }
+const ba_dataset *ba_trainer_dataset(const ba_trainer *t) { return t->data; }
+void ba_trainer_data_spec(const ba_trainer *t, ba_data_spec *spec) { *spec = t->spec; }
+
+int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, char *err)
+{
+    const ba_train_settings *s = &t->s;
+    long step = ba_model_step_count(t->m);
+    double rate = ba_lr_schedule(step, s->steps, s->warmup, s->lr, s->lr * s->min_lr_frac);
+    int T = ba_model_config(t->m)->block_size;
+    double l = NAN, gn = NAN;
+    ba_dataset_train_batch(t->data, &t->data_rng, s->batch, t->in, t->tg);
+    int rc = ba_model_forward(t->m, t->in, t->tg, s->batch, T, &l, err);
+    if (rc == BA_OK) {
+        ba_model_zero_grad(t->m);
+        if ((rc = ba_model_backward(t->m, err)) == BA_OK)
+            rc = ba_model_step(t->m, &s->opt, rate, &gn, err);
+    }
+    if (loss)
+        *loss = l;
+    if (lr)
+        *lr = rate;
+    if (grad_norm)
+        *grad_norm = gn;
+    return rc;
+}
+
+int ba_trainer_save_state(const ba_trainer *t, const char *path, char *err)
+{
+    double secs = t->prior_s > 0 ? t->prior_s : 0;
+    return ba_state_write(path, t->m, &t->spec, t->train_json, ba_model_step_count(t->m),
+                          &t->data_rng, secs, err);
+}
+
+int ba_trainer_save_checkpoint(const ba_trainer *t, const char *path, char *err)
+{
+    char stepbuf[32];
+    snprintf(stepbuf, sizeof stepbuf, "%ld", ba_model_step_count(t->m));
+    const char *keys[] = {"step", "train"};
+    const char *vals[] = {stepbuf, t->train_json};
+    return ba_checkpoint_save(path, t->m, &t->spec, keys, vals, 2, err);
+}
+
+/* ------------------------------------------------------------ the loop */
+
+/* One call of ba_trainer_run: where it writes and how far it got. */
+typedef struct {
+    ba_trainer *t;
+    const char *dir;
+    const ba_train_hooks *h;
+    FILE *log;          /* dir/metrics.jsonl, or NULL without a dir */
+    char logpath[4200];
+    double t0;          /* when this call's steps began */
+    long start;         /* the step it began at */
+    ba_train_outcome *out;
+} run_ctx;
+
+/* The run's training time so far, earlier calls included. */
+static double total_s(const run_ctx *c) { return c->t->prior_s + (now_s() - c->t0); }
+
+/* A record into the log (when there is one), then to the caller. */
+static int emit(run_ctx *c, const ba_record *r, char *err)
+{
+    if (c->log) {
+        char *line = ba_record_to_json(r);
+        int bad = !line || fputs(line, c->log) == EOF || fputc('\n', c->log) == EOF;
+        free(line);
+        if (bad)
+            return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath,
+                           strerror(errno));
+    }
+    if (c->h && c->h->record && c->h->record(r, c->h->user, err))
+        return BA_ERR_ARG;
+    return BA_OK;
+}
+
+/* run.json with the given status (the step and time of the last save). */
+static int write_run(run_ctx *c, ba_run_status status, const ba_record *final, const char *error,
+                     char *err)
+{
+    if (!c->dir)
+        return BA_OK;
+    ba_run_info r;
+    memset(&r, 0, sizeof r);
+    r.status = status;
+    r.config_json = ba_config_to_json(ba_model_config(c->t->m), &c->t->spec);
+    r.train_json = c->t->train_json;
+    r.error = (char *)error;
+    r.params = ba_model_num_params(c->t->m);
+    r.step = c->out->saved_step > 0 ? c->out->saved_step : 0;
+    r.train_s = c->out->train_s_total;
+    if (final) {
+        r.result = final->eval;
+        r.has_exact = final->has_exact;
+        r.exact = final->exact;
+    }
+    int rc = r.config_json ? ba_run_write(c->dir, &r, err) : ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    free(r.config_json);
+    return rc;
+}
+
+/* A save point: the log on the disk first (a resumed run finds every
+ * record up to the step it continues from), then the state, the
+ * checkpoint and the run record of this step. */
+static int save_point(run_ctx *c, char *err)
+{
+    if (!c->dir)
+        return BA_OK;
+    if (fflush(c->log) != 0 || fsync(fileno(c->log)) != 0)
+        return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath, strerror(errno));
+    ba_trainer *t = c->t;
+    char path[4200];
+    double secs = total_s(c);
+    snprintf(path, sizeof path, "%s/state.safetensors", c->dir);
+    int rc = ba_state_write(path, t->m, &t->spec, t->train_json, ba_model_step_count(t->m),
+                            &t->data_rng, secs, err);
+    snprintf(path, sizeof path, "%s/model.safetensors", c->dir);
+    if (rc == BA_OK)
+        rc = ba_trainer_save_checkpoint(t, path, err);
+    if (rc)
+        return rc;
+    c->out->saved_step = ba_model_step_count(t->m);
+    c->out->train_s_total = secs;
+    return write_run(c, BA_RUN_RUNNING, NULL, NULL, err);
+}
+
+/* Opens the log: a fresh run starts it with its config record; a restored
+ * one trims it back to the saved step (dropping what a killed call logged
+ * after its last save, and a torn last line) and appends a resume record. */
+static int open_log(run_ctx *c, char *err)
+{
+    ba_trainer *t = c->t;
+    if (snprintf(c->logpath, sizeof c->logpath, "%s/metrics.jsonl", c->dir) >=
+        (int)sizeof c->logpath)
+        return ba_fail(err, BA_ERR_ARG, "run directory path too long");
+    double logged_s = 0;
+    int rc;
+    if (t->restored && (rc = ba_log_trim(c->logpath, c->start, &logged_s, err)))
+        return rc;
+    if (t->prior_s < 0)
+        t->prior_s = logged_s; /* a state from before the count: the log's figure */
+    c->out->train_s_total = t->prior_s;
+    if (!(c->log = fopen(c->logpath, t->restored ? "a" : "w")))
+        return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath, strerror(errno));
+    ba_record r;
+    memset(&r, 0, sizeof r);
+    r.step = c->start;
+    if (t->restored) {
+        r.kind = BA_REC_RESUME;
+        return emit(c, &r, err);
+    }
+    r.kind = BA_REC_CONFIG;
+    r.params = ba_model_num_params(t->m);
+    cJSON *o = ba_record_object(&r, ba_config_json_object(ba_model_config(t->m), &t->spec),
+                                cJSON_Parse(t->train_json));
+    char *line = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    int bad = !line || fputs(line, c->log) == EOF || fputc('\n', c->log) == EOF ||
+              fflush(c->log) != 0;
+    cJSON_free(line);
+    if (bad)
+        return ba_fail(err, BA_ERR_IO, "cannot write %.200s", c->logpath);
+    if (c->h && c->h->record && c->h->record(&r, c->h->user, err))
+        return BA_ERR_ARG;
+    return write_run(c, BA_RUN_RUNNING, NULL, NULL, err);
+}
+
+/* The periodic evaluation after step `done`, and a sampled model's quality. */
+static int periodic_eval(run_ctx *c, long done, char *err)
+{
+    ba_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = BA_REC_EVAL;
+    r.step = done;
+    char why[BA_ERR_LEN];
+    int rc = ba_trainer_evaluate(c->t, c->t->s.eval_items, &r.eval, why);
+    if (rc)
+        return ba_fail(err, rc, "evaluation at step %ld: %s", done, why);
+    if ((rc = emit(c, &r, err)))
+        return rc;
+    if (ba_model_config(c->t->m)->sampler.kind != BA_SAMPLER_EXACT) {
+        if ((rc = ba_trainer_quality(c->t, &r, why)))
+            return ba_fail(err, rc, "sampler quality at step %ld: %s", done, why);
+        if ((rc = emit(c, &r, err)))
+            return rc;
+    }
+    return c->log && fflush(c->log) != 0 ? ba_fail(err, BA_ERR_IO, "cannot write %.200s",
+                                                   c->logpath)
+                                         : BA_OK;
+}
+
+/* One step and what follows it: its record, the progress hook, the
+ * periodic evaluation and save point. *stop: the caller asked to stop. */
+static int one_step(run_ctx *c, int *stop, char *err)
+{
+    ba_trainer *t = c->t;
+    const ba_train_settings *s = &t->s;
+    ba_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = BA_REC_TRAIN;
+    char why[BA_ERR_LEN];
+    long done = ba_model_step_count(t->m) + 1;
+    int rc = ba_trainer_step(t, &r.loss, &r.lr, &r.grad_norm, why);
+    if (rc) {
+        c->out->failed_step = done;
+        return ba_fail(err, rc, "step %ld: %s", done, why);
+    }
+    double el = now_s() - c->t0;
+    r.step = done;
+    r.steps_per_s = (double)(done - c->start) / fmax(el, 1e-9);
+    r.elapsed_s = el;
+    if ((done % s->log_every == 0 || done == s->steps) && (rc = emit(c, &r, err)))
+        return rc;
+    if (c->h && c->h->progress)
+        c->h->progress(&r, c->h->user);
+    if (s->eval_every > 0 && done % s->eval_every == 0 && done < s->steps &&
+        (rc = periodic_eval(c, done, err)))
+        return rc;
+    if (s->save_every > 0 && done % s->save_every == 0 && done < s->steps &&
+        (rc = save_point(c, err)))
+        return rc;
+    *stop = c->h && c->h->stop && c->h->stop(c->h->user);
+    return BA_OK;
+}
+
+/* The end: the evaluation on the whole set (a sampled model also exactly,
+ * where the engine reaches), its quality, the final record and save. */
+static int finish(run_ctx *c, double train_s, char *err)
+{
+    ba_trainer *t = c->t;
+    const ba_config *cfg = ba_model_config(t->m);
+    ba_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = BA_REC_FINAL;
+    r.step = ba_model_step_count(t->m);
+    char why[BA_ERR_LEN];
+    int rc = ba_trainer_evaluate(t, 0, &r.eval, why);
+    if (rc)
+        return ba_fail(err, rc, "final evaluation: %s", why);
+    int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
+    if (sampled && cfg->block_size <= ba_engine_max_spins(cfg->engine)) {
+        if ((rc = evaluate_exact(t, &r.exact, why)))
+            return ba_fail(err, rc, "final evaluation with exact inference: %s", why);
+        r.has_exact = 1;
+    }
+    if (sampled) {
+        ba_record q;
+        if ((rc = ba_trainer_quality(t, &q, why)))
+            return ba_fail(err, rc, "sampler quality: %s", why);
+        if ((rc = emit(c, &q, err)))
+            return rc;
+    }
+    r.train_s = train_s;
+    r.steps_per_s = (double)(r.step - c->start) / fmax(train_s, 1e-9);
+    r.train_s_total = t->prior_s + train_s;
+    if ((rc = emit(c, &r, err)) || (rc = save_point(c, err)))
+        return rc;
+    ba_train_outcome *o = c->out;
+    o->final = r.eval;
+    o->has_exact = r.has_exact;
+    o->exact = r.exact;
+    o->train_s = train_s;
+    o->train_s_total = r.train_s_total;
+    return write_run(c, BA_RUN_FINISHED, &r, NULL, err);
+}
+
+int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
+                   ba_train_outcome *out, char *err)
+{
+    ba_train_outcome local;
+    if (!out)
+        out = &local;
+    memset(out, 0, sizeof *out);
+    if (!t)
+        return ba_fail(err, BA_ERR_ARG, "ba_trainer_run: the trainer is NULL");
+    run_ctx c = {t, dir, hooks, NULL, "", 0, ba_model_step_count(t->m), out};
+    out->saved_step = dir && t->restored ? c.start : -1;
+    out->step = c.start;
+    int rc = dir ? open_log(&c, err) : BA_OK;
+    if (!dir && t->prior_s < 0)
+        t->prior_s = 0;
+    c.t0 = now_s();
+    int stop = 0;
+    while (rc == BA_OK && !stop && ba_model_step_count(t->m) < t->s.steps)
+        rc = one_step(&c, &stop, err);
+    out->step = ba_model_step_count(t->m);
+    out->steps_run = out->step - c.start;
+    if (rc == BA_OK && stop) {
+        out->stopped = 1;
+        out->train_s = now_s() - c.t0;
+        if ((rc = save_point(&c, err)) == BA_OK)
+            rc = write_run(&c, BA_RUN_STOPPED, NULL, NULL, err);
+    } else if (rc == BA_OK) {
+        rc = finish(&c, now_s() - c.t0, err);
+    }
+    if (rc != BA_OK && c.log)
+        write_run(&c, BA_RUN_FAILED, NULL, err, NULL);
+    /* the time this call trained counts when the trainer runs again */
+    t->prior_s += now_s() - c.t0;
+    t->restored = 1;
+    if (c.log && fclose(c.log) != 0 && rc == BA_OK)
+        rc = ba_fail(err, BA_ERR_IO, "cannot write %.200s", c.logpath);
+    return rc;
+}
