@@ -22,6 +22,7 @@
  *     ba_trainer_free(t);
  *     ba_dataset_free(data);
  *
+ * The trainer's API is in boltzattn_train.h (included by this header).
  * Below the trainer: ba_trainer_step is one step; ba_model_forward,
  * ba_model_backward and ba_model_step are its parts, for a loop of your own.
  *
@@ -581,230 +582,6 @@ typedef struct {
 int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B,
                 ba_eval_result *res, char *err);
 
-/* ---------------------------------------------------------- training
- * One training loop for every caller (the command-line tool, the
- * benchmarks, the tests, your program): a ba_trainer owns a run's whole
- * state (model, AdamW moments, step, the batch and sampler RNG streams,
- * the settings), steps it, evaluates it, saves and restores it exactly,
- * and hands typed records to a callback. With a run directory it also
- * keeps the run's files (docs/design.md, "Run directories"):
- *   model.safetensors   the checkpoint of the last save point;
- *   state.safetensors   the resumable state of the same step (checksummed);
- *   metrics.jsonl       one JSON record a line (ba_record);
- *   run.json            the run record: settings, status and result.
- * Everything is written atomically (ba_write_file), the log a line at a
- * time. The same seed, build and thread count give bit-identical runs,
- * resumed or not. */
-
-typedef struct {
-    long steps;         /* optimisation steps of the whole run */
-    long warmup;        /* linear warmup steps, then cosine decay */
-    int batch;          /* sequences per step */
-    double lr;          /* peak learning rate */
-    double min_lr_frac; /* final learning rate as a fraction of lr */
-    double j_init_std;  /* std of the initial couplings J (0: J = 0) */
-    uint64_t seed;      /* the weights, the batch stream and the sampler
-                           stream are all derived from it */
-    ba_adamw opt;
-    int eval_every;     /* periodic evaluation every N steps; 0: only the final one */
-    int eval_items;     /* evenly spaced items of a periodic evaluation (the
-                           final evaluation uses all) */
-    int log_every;      /* a train record every N steps */
-    int save_every;     /* a save point every N steps; 0: only at the end */
-} ba_train_settings;
-
-/* The command line's defaults for a run of `steps` steps: batch 32, lr
- * 3e-3 down to 10 %, warmup 5 % of the steps, J = 0 at start, seed 1,
- * ba_adamw_default, an evaluation of 512 items and a save point every 10 %
- * of the steps, a train record every 10 steps. */
-ba_train_settings ba_train_settings_default(long steps);
-/* BA_OK when every setting is in range (steps >= 1, warmup <= steps, ...),
- * else BA_ERR_ARG naming the field and its value. */
-int ba_train_settings_validate(const ba_train_settings *s, char *err);
-/* The settings as a JSON object string (malloc'd), with the charlm data
- * path (may be NULL) and the thread count the run uses, and back: data
- * (may be NULL) gets a malloc'd copy of the recorded path or NULL. The
- * reader validates (BA_ERR_FORMAT naming the field). */
-char *ba_train_settings_to_json(const ba_train_settings *s, const char *data_path);
-int ba_train_settings_from_json(const char *json, ba_train_settings *s, char **data_path,
-                                char *err);
-
-/* One record of a run, as the loop hands it to ba_train_hooks.record and
- * writes it to metrics.jsonl ({"event": "train", "step": ..., ...}). Only
- * the fields of its kind are meaningful. */
-typedef enum {
-    BA_REC_CONFIG,  /* the run starts: config, settings, parameter count */
-    BA_REC_RESUME,  /* a restored run continues at step */
-    BA_REC_TRAIN,   /* every log_every steps and at the last step */
-    BA_REC_EVAL,    /* a periodic evaluation */
-    BA_REC_QUALITY, /* a sampled model's sampler measured (see below) */
-    BA_REC_FINAL    /* the end: evaluation on the whole set */
-} ba_record_kind;
-
-typedef struct {
-    ba_record_kind kind;
-    long step;              /* steps taken when the record was made */
-    size_t params;          /* config: the model's parameter count */
-    /* train */
-    double loss, lr, grad_norm;
-    double steps_per_s;     /* train: this call's rate; final: its mean */
-    double elapsed_s;       /* train: seconds since this call began */
-    /* eval, final: with the model's sampler */
-    ba_eval_result eval;
-    /* final */
-    int has_exact;          /* a sampled model also evaluated exactly: */
-    ba_eval_result exact;
-    double train_s;         /* the training time of this call */
-    double train_s_total;   /* the same over every call that trained the run */
-    /* quality: the sampler against the exact distribution on the systems
-     * the model meets (the last query of n = min(T, 8) keys of the first
-     * `instances` evaluation items, layer 0, head 0), means over them.
-     * kl is INFINITY where the exact distribution underflows on a state
-     * the sampler reached; beta_eff, r2, tv_eff are the means over the
-     * `fitted` instances with a temperature fit (NAN when none).
-     * tv_shot_floor: the direct sampler's tv with the same `shots`, the
-     * shot noise alone (shots 0: none, DQA's output is exact). */
-    int n, instances, fitted, shots;
-    double tv, kl, beta_eff, r2, tv_eff, tv_shot_floor;
-} ba_record;
-
-/* A record as one line of JSON without the newline (malloc'd; NULL when
- * out of memory), and back (BA_ERR_FORMAT naming the field). A config
- * record parses with only its kind set. */
-char *ba_record_to_json(const ba_record *r);
-int ba_record_from_json(const char *line, ba_record *r, char *err);
-
-typedef struct ba_trainer ba_trainer;
-
-/* A fresh run of a model of cfg on data with settings s. cfg must match
- * the data (ba_config_set_data, ba_data_spec_check); the weights are
- * initialised from s->seed (ba_model_init_weights with j_init_std), the
- * batch and sampler streams seeded from it too. data must outlive the
- * trainer. data_path (may be NULL) is the charlm file, recorded with the
- * run. *out is the caller's: ba_trainer_free. BA_ERR_ARG/LIMIT naming the
- * bad setting or field, BA_ERR_NOMEM. */
-int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *data,
-                    const char *data_path, const ba_train_settings *s, char *err);
-/* The description of a saved state (DIR/state.safetensors) without loading
- * it: config, data description, settings and the recorded data path
- * (malloc'd or NULL), so the caller can open the data first. Any output may
- * be NULL. */
-int ba_trainer_peek(const char *state_path, ba_config *cfg, ba_data_spec *spec,
-                    ba_train_settings *s, char **data_path, char *err);
-/* Restores a saved run exactly: parameters, AdamW moments, step, both RNG
- * streams, settings and training time. data must match the saved data
- * description (BA_ERR_ARG naming the difference); data_path replaces the
- * recorded one when not NULL. Every value is validated as on the command
- * line; a corrupt file is BA_ERR_FORMAT naming the field. */
-int ba_trainer_restore(ba_trainer **out, const char *state_path, const ba_dataset *data,
-                       const char *data_path, char *err);
-void ba_trainer_free(ba_trainer *t);
-
-ba_model *ba_trainer_model(ba_trainer *t);
-const ba_train_settings *ba_trainer_settings(const ba_trainer *t);
-/* Steps taken (the model's AdamW step count). */
-long ba_trainer_step_count(const ba_trainer *t);
-/* The recorded charlm data path, or NULL. Owned by the trainer. */
-const char *ba_trainer_data_path(const ba_trainer *t);
-/* The trainer's data and its description. */
-const ba_dataset *ba_trainer_dataset(const ba_trainer *t);
-void ba_trainer_data_spec(const ba_trainer *t, ba_data_spec *spec);
-
-/* One optimisation step: the next batch of the batch stream, forward,
- * backward and AdamW at the scheduled rate. loss, lr and grad_norm (any
- * may be NULL) receive the step's values. BA_ERR_NUMERIC (model and
- * moments unchanged) naming the first non-finite tensor. */
-int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, char *err);
-/* ba_evaluate of the trainer's model on its data (batch 64). */
-int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err);
-/* The quality record of a sampled model (see ba_record); BA_ERR_ARG for an
- * exact one. The training streams are not touched. */
-int ba_trainer_quality(ba_trainer *t, ba_record *r, char *err);
-/* The resumable state at path (atomically), and the checkpoint of the
- * model with its data description, step and settings. */
-int ba_trainer_save_state(const ba_trainer *t, const char *path, char *err);
-int ba_trainer_save_checkpoint(const ba_trainer *t, const char *path, char *err);
-
-/* What the caller hears of ba_trainer_run, all optional (NULL). */
-typedef struct {
-    /* each record, in order, once it is in the log: non-zero fails the
-     * run (err says why) */
-    int (*record)(const ba_record *r, void *user, char *err);
-    /* after every step, with a train record of it (logged or not) */
-    void (*progress)(const ba_record *r, void *user);
-    /* polled after every step: non-zero asks the run to stop at a save
-     * point now (a signal, say) */
-    int (*stop)(void *user);
-    void *user;
-} ba_train_hooks;
-
-typedef struct {
-    int stopped;          /* the stop hook ended the run early */
-    long step;            /* steps taken in all */
-    long steps_run;       /* steps taken by this call */
-    long saved_step;      /* step of the run directory's last save point, -1 none */
-    long failed_step;     /* a step that failed (its number), else 0 */
-    ba_eval_result final; /* finished runs: the final evaluation */
-    int has_exact;
-    ba_eval_result exact;
-    double train_s;       /* this call's training time (seconds) */
-    double train_s_total; /* over every call that trained the run */
-} ba_train_outcome;
-
-/* Runs the trainer to its last step: the steps, a train record every
- * log_every steps, an evaluation (and for a sampled model a quality
- * record) every eval_every steps, a save point every save_every steps, and
- * at the end the evaluation on the whole set (a sampled model also with
- * exact inference, when T is within the engine's limit), the final record
- * and the last save point. With dir (may be NULL: nothing is written)
- * every record goes to dir/metrics.jsonl first, and save points write the
- * checkpoint and the state; a restored trainer trims the log back to its
- * step and appends. On failure err names the phase ("step 12: ...",
- * "final evaluation: ...") and *out says how far the run got; the files
- * of the last save point stay as they were. BA_OK with out->stopped when
- * the stop hook ended it (after a save point). out may be NULL. */
-int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
-                   ba_train_outcome *out, char *err);
-
-/* A run directory's record, run.json: its settings and, when finished, its
- * result. */
-typedef enum {
-    BA_RUN_RUNNING = 0, /* started (or killed: nothing ended it) */
-    BA_RUN_STOPPED,     /* stopped early at a save point; can resume */
-    BA_RUN_FAILED,      /* a runtime failure; error says which */
-    BA_RUN_FINISHED     /* every step taken and evaluated */
-} ba_run_status;
-
-typedef struct {
-    ba_run_status status;
-    ba_config config;
-    ba_data_spec spec;
-    ba_train_settings settings;
-    char *data_path;   /* the charlm text, or NULL (malloc'd) */
-    char *config_json; /* the config object as stored (malloc'd) */
-    char *train_json;  /* the settings object as stored (malloc'd) */
-    char *error;       /* failed: the message (malloc'd), else NULL */
-    int threads;       /* OpenMP threads the run used (0: not recorded) */
-    size_t params;
-    long step;         /* steps taken (at the last save point) */
-    double train_s;    /* training time over every call */
-    /* finished: */
-    ba_eval_result result;
-    int has_exact;
-    ba_eval_result exact;
-} ba_run_info;
-
-/* Reads dir/run.json. BA_ERR_IO when there is none, BA_ERR_FORMAT naming
- * the field of a malformed one. r is the caller's: ba_run_info_clear. */
-int ba_run_read(const char *dir, ba_run_info *r, char *err);
-/* Writes dir/run.json (atomically) from r: its status, step, training time,
- * parameter count, error, the stored config and train objects
- * (config_json, train_json: required) and, when finished, the result. The
- * training loop writes it; this is for tools that convert older records. */
-int ba_run_write(const char *dir, const ba_run_info *r, char *err);
-void ba_run_info_clear(ba_run_info *r);
-const char *ba_run_status_name(ba_run_status s);
-
 /* -------------------------------------------------------- statistics */
 
 /* n values summarised: mean, sample standard deviation (n-1), and the
@@ -931,4 +708,9 @@ int ba_grads_save(const char *path, const ba_model *m, double loss,
 #ifdef __cplusplus
 }
 #endif
+
+/* The training layer (ba_trainer, its settings, records and run records)
+ * lives in its own header; this one brings it in, so one include serves. */
+#include "boltzattn_train.h"
+
 #endif
