@@ -98,7 +98,14 @@ int ba_settings_from_object(const struct cJSON *o, ba_train_settings *s, char **
                             int *threads, char *err);
 int ba_state_write(const char *path, ba_model *m, const ba_data_spec *spec, const char *train_json,
                    long step, const ba_rng *data_rng, double train_s, char *err);
-int ba_state_read_into(const char *path, ba_model *m, long *step, ba_rng *data_rng,
+/* A state file opened once (ba_st_free), checked to carry a state's
+ * metadata; its description (outputs may be NULL; *data_path malloc'd or
+ * NULL); its tensors, step, RNG streams and training time into m (train_s
+ * -1 for a state written before the time was kept). */
+int ba_state_open(const char *path, ba_st **st, char *err);
+int ba_state_describe(const ba_st *st, ba_config *cfg, ba_data_spec *spec,
+                      ba_train_settings *s, char **data_path, char *err);
+int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rng,
                        double *train_s, char *err);
 struct cJSON *ba_record_object(const ba_record *r, struct cJSON *config, struct cJSON *train);
 int ba_log_trim(const char *path, long step, double *logged_s, char *err);

@@ -283,7 +283,7 @@ int ba_state_write(const char *path, ba_model *m, const ba_data_spec *spec, cons
 }
 
 /* Opens a state file and checks that it has a state's metadata. */
-static int open_state(const char *path, ba_st **st, char *err)
+int ba_state_open(const char *path, ba_st **st, char *err)
 {
     int rc = ba_st_read(st, path, err);
     if (rc)
@@ -297,6 +297,29 @@ static int open_state(const char *path, ba_st **st, char *err)
     return BA_OK;
 }
 
+int ba_state_describe(const ba_st *st, ba_config *cfg, ba_data_spec *spec,
+                      ba_train_settings *s, char **data_path, char *err)
+{
+    if (data_path)
+        *data_path = NULL;
+    ba_config c;
+    ba_data_spec d;
+    ba_train_settings t;
+    char why[BA_ERR_LEN];
+    int rc = ba_config_from_json(ba_st_metadata(st, "config"), &c, &d, why);
+    if (rc)
+        return ba_fail(err, rc, "the saved config: %s", why);
+    if ((rc = ba_train_settings_from_json(ba_st_metadata(st, "train"), &t, data_path, err)))
+        return rc;
+    if (cfg)
+        *cfg = c;
+    if (spec)
+        *spec = d;
+    if (s)
+        *s = t;
+    return BA_OK;
+}
+
 int ba_trainer_peek(const char *path, ba_config *cfg, ba_data_spec *spec, ba_train_settings *s,
                     char **data_path, char *err)
 {
@@ -305,26 +328,10 @@ int ba_trainer_peek(const char *path, ba_config *cfg, ba_data_spec *spec, ba_tra
     if (!path)
         return ba_fail(err, BA_ERR_ARG, "ba_trainer_peek: path is NULL");
     ba_st *st;
-    int rc = open_state(path, &st, err);
-    if (rc)
-        return rc;
-    ba_config c;
-    ba_data_spec d;
-    ba_train_settings t;
-    char why[BA_ERR_LEN];
-    if ((rc = ba_config_from_json(ba_st_metadata(st, "config"), &c, &d, why)))
-        rc = ba_fail(err, rc, "the saved config: %s", why);
+    int rc = ba_state_open(path, &st, err);
     if (rc == BA_OK)
-        rc = ba_train_settings_from_json(ba_st_metadata(st, "train"), &t, data_path, err);
+        rc = ba_state_describe(st, cfg, spec, s, data_path, err);
     ba_st_free(st);
-    if (rc == BA_OK) {
-        if (cfg)
-            *cfg = c;
-        if (spec)
-            *spec = d;
-        if (s)
-            *s = t;
-    }
     return rc;
 }
 
@@ -363,14 +370,10 @@ static int state_tensors_into(const ba_st *st, ba_model *m, char *err)
     return BA_OK;
 }
 
-int ba_state_read_into(const char *path, ba_model *m, long *step, ba_rng *data_rng,
+int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rng,
                        double *train_s, char *err)
 {
-    ba_st *st;
-    int rc = open_state(path, &st, err);
-    if (rc)
-        return rc;
-    rc = state_tensors_into(st, m, err);
+    int rc = state_tensors_into(st, m, err);
     char *end;
     const char *sv = ba_st_metadata(st, "step"), *rv = ba_st_metadata(st, "data_rng");
     const char *srv = ba_st_metadata(st, "sampler_rng");
@@ -395,7 +398,6 @@ int ba_state_read_into(const char *path, ba_model *m, long *step, ba_rng *data_r
         *train_s = secs;
         ba_model_set_step_count(m, stp);
     }
-    ba_st_free(st);
     return rc;
 }
 

@@ -335,7 +335,10 @@ int ba_trainer_restore(ba_trainer **out, const char *path, const ba_dataset *dat
     ba_data_spec spec, now;
     ba_train_settings s;
     char *saved_path = NULL;
-    int rc = ba_trainer_peek(path, &cfg, &spec, &s, &saved_path, err);
+    ba_st *st = NULL; /* read once: description, then tensors */
+    int rc = ba_state_open(path, &st, err);
+    if (rc == BA_OK)
+        rc = ba_state_describe(st, &cfg, &spec, &s, &saved_path, err);
     ba_dataset_spec(data, &now);
     if (rc == BA_OK)
         rc = same_data(&spec, &now, err);
@@ -344,7 +347,8 @@ int ba_trainer_restore(ba_trainer **out, const char *path, const ba_dataset *dat
         rc = trainer_alloc(&t, &cfg, data, &s, err);
     long step = 0;
     if (rc == BA_OK)
-        rc = ba_state_read_into(path, t->m, &step, &t->data_rng, &t->prior_s, err);
+        rc = ba_state_read_into(st, t->m, &step, &t->data_rng, &t->prior_s, err);
+    ba_st_free(st);
     if (rc == BA_OK && step > s.steps)
         rc = ba_fail(err, BA_ERR_FORMAT, "the saved step %ld is beyond the run's %ld steps", step,
                      s.steps);
@@ -402,11 +406,16 @@ int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, 
     return rc;
 }
 
-int ba_trainer_save_state(const ba_trainer *t, const char *path, char *err)
+/* The state of the trainer's current step, with the training time secs. */
+static int write_state(const ba_trainer *t, const char *path, double secs, char *err)
 {
-    double secs = t->prior_s > 0 ? t->prior_s : 0;
     return ba_state_write(path, t->m, &t->spec, t->train_json, ba_model_step_count(t->m),
                           &t->data_rng, secs, err);
+}
+
+int ba_trainer_save_state(const ba_trainer *t, const char *path, char *err)
+{
+    return write_state(t, path, t->prior_s > 0 ? t->prior_s : 0, err);
 }
 
 int ba_trainer_save_checkpoint(const ba_trainer *t, const char *path, char *err)
@@ -489,8 +498,7 @@ static int save_point(run_ctx *c, char *err)
     char path[4200];
     double secs = total_s(c);
     snprintf(path, sizeof path, "%s/state.safetensors", c->dir);
-    int rc = ba_state_write(path, t->m, &t->spec, t->train_json, ba_model_step_count(t->m),
-                            &t->data_rng, secs, err);
+    int rc = write_state(t, path, secs, err);
     snprintf(path, sizeof path, "%s/model.safetensors", c->dir);
     if (rc == BA_OK)
         rc = ba_trainer_save_checkpoint(t, path, err);
