@@ -346,6 +346,11 @@ int ba_sampler_max_spins(ba_sampler_kind kind);
 /* BA_OK when every parameter the kind uses is in range, else BA_ERR_ARG
  * naming it. */
 int ba_sampler_validate(const ba_sampler *s, char *err);
+/* A sampler from its JSON object, as in a config's "sampler" field
+ * (ba_config_from_json documents the rules): "kind" required, a missing
+ * parameter the kind's default; BA_ERR_FORMAT naming a malformed or
+ * out-of-range field ("sampler.FIELD"). */
+int ba_sampler_from_json(const char *json, ba_sampler *out, char *err);
 
 /* One numeric parameter of ba_sampler: its field in the config's "sampler"
  * object, its command-line option, the kind that uses it, where it lives

@@ -158,23 +158,14 @@ static int read_ints(const cJSON *o, const char *key, int lo, int hi, int *v, in
     return n > 0 ? n : -1;
 }
 
+/* An arm's sampler, read by the library's reader (the rules of a
+ * config's "sampler" field). */
 static int read_sampler(const cJSON *o, ba_sampler *s)
 {
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "kind");
-    ba_sampler_kind kind;
-    if (!cJSON_IsString(k) || ba_sampler_parse(k->valuestring, &kind, NULL))
-        return -1;
-    *s = ba_sampler_default(kind);
-    int np;
-    const ba_sampler_param *p = ba_sampler_params(&np);
-    for (int i = 0; i < np; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, p[i].name);
-        if (x && !cJSON_IsNumber(x))
-            return -1;
-        if (x)
-            ba_sampler_param_set(s, &p[i], x->valuedouble);
-    }
-    return ba_sampler_validate(s, NULL) ? -1 : 0;
+    char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
+    int rc = txt ? ba_sampler_from_json(txt, s, NULL) : -1;
+    cJSON_free(txt);
+    return rc ? -1 : 0;
 }
 
 /* A string of decimal digits below 2^64. */

@@ -221,14 +221,10 @@ static int add_sampler(cJSON *o, const ba_sampler *sp)
     return ok;
 }
 
-/* Reads "sampler" (absent: exact, as written before samplers existed). */
-static int cfg_sampler(const cJSON *o, ba_sampler *out, char *err)
+/* A sampler object: "kind" required, a missing parameter the kind's
+ * default, every value checked before it is stored. */
+static int sampler_from_object(const cJSON *so, ba_sampler *out, char *err)
 {
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "sampler");
-    if (!so) {
-        *out = ba_sampler_default(BA_SAMPLER_EXACT);
-        return BA_OK;
-    }
     if (!cJSON_IsObject(so))
         return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler' is %s, expected an object",
                        ba_json_type(so));
@@ -265,6 +261,27 @@ static int cfg_sampler(const cJSON *o, ba_sampler *out, char *err)
         return ba_fail(err, BA_ERR_FORMAT, "config field 'sampler': %s", why);
     *out = sp;
     return BA_OK;
+}
+
+/* Reads "sampler" (absent: exact, as written before samplers existed). */
+static int cfg_sampler(const cJSON *o, ba_sampler *out, char *err)
+{
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "sampler");
+    if (!so) {
+        *out = ba_sampler_default(BA_SAMPLER_EXACT);
+        return BA_OK;
+    }
+    return sampler_from_object(so, out, err);
+}
+
+int ba_sampler_from_json(const char *json, ba_sampler *out, char *err)
+{
+    if (!json || !out)
+        return ba_fail(err, BA_ERR_ARG, "ba_sampler_from_json: json and out must not be NULL");
+    cJSON *so = cJSON_Parse(json);
+    int rc = sampler_from_object(so, out, err);
+    cJSON_Delete(so);
+    return rc;
 }
 
 /* The config's fields, then the data description's when there is one. */

@@ -26,6 +26,15 @@ check "grid.json records the grid" 'grep -q "\"format\":[[:space:]]*\"boltzattn-
 check "a run record per cell, finished" '[ "$(grep -l "\"status\":[[:space:]]*\"finished\"" "$G"/runs/*/run.json | wc -l)" = 4 ]'
 check "effects.csv: softmax has no effect, boltzmann two pairs" 'grep -q "^brackets,6,8,1,softmax,exact,0,2,2,[0-9.]*,[0-9.e-]*,0,,,,points,$" "$G/effects.csv" && grep -q "^brackets,6,8,1,boltzmann,exact,0,2,2,.*,2,[-0-9.e]*,[-0-9.e]*,[-0-9.e]*,points,$" "$G/effects.csv"'
 cp "$G/results.csv" "$TMP/before.csv"
+# a grid.json whose arm carries an integer parameter far out of range is
+# refused by its readers as damaged (checked before it is stored)
+BG="$TMP/badgrid"
+cp -r "$G" "$BG"
+sed -i 's/"kind":[[:space:]]*"exact"/"kind": "exact", "trotter_steps": 1e300/' "$BG/grid.json"
+cp "$BG/grid.json" "$TMP/badgrid.json"
+env PATH=/nonexistent "$BIN" plot "$BG" >/dev/null 2>"$TMP/errbad"
+rc=$?
+check "out-of-range sampler parameter in grid.json: exit 2 naming the field" '[ $rc = 2 ] && grep -q "grid.json: bad or missing field .arms." "$TMP/errbad" && cmp -s "$BG/grid.json" "$TMP/badgrid.json"'
 
 # interrupt: one run was killed before it finished (its record still says
 # running), its log torn in the middle of a record
