@@ -442,7 +442,11 @@ static int train_missing(grid_state *s, const char *data_path)
         }
         char name[256], rundir[PATH_LEN];
         lab_cell_name(&s->g, x.arm, x.T, x.C, x.ffn, x.seed, name, sizeof name);
-        if (mkpath(s->c, rundir, "%s/runs/%s", s->dir, name) || make_dirs(rundir, err)) {
+        if (mkpath(s->c, rundir, "%s/runs/%s", s->dir, name)) { /* printed */
+            code = 1;
+            break;
+        }
+        if (make_dirs(rundir, err)) {
             code = fail_lib(s->c, err, 1);
             break;
         }
