@@ -23,6 +23,7 @@ help:
 	@echo "make results-doc   regenerate docs/results.md from results/full (no training)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
+	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 
@@ -78,6 +79,12 @@ data/tinyshakespeare.txt:
 	curl -fL --retry 3 -o $@.part '$(DATA_URL)' || { rm -f $@.part; echo "download failed: $(DATA_URL) (set DATA_URL=... to use a mirror or a file:// path)"; exit 1; }
 	@echo "$(DATA_SHA)  $@.part" | sha256sum -c - || { echo "checksum mismatch: $@.part removed"; rm -f $@.part; exit 1; }
 	mv $@.part $@
+
+# The thread-settings benchmark of docs/performance.md ("Threads"): the
+# default against --threads 1 and 2, idle and with one core kept busy by a
+# bounded spinning child (killed after each run), in interleaved rounds.
+bench: build
+	$(BUILD)/bench_busy --reps 7 --work softmax8,softmax16,boltzmann8,boltzmann16
 
 # The paper's comparisons: PRESET=quick (minutes), full (hours) or samplers,
 # into out/PRESET (OUT=DIR to choose; results/PRESET holds the committed runs).

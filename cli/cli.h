@@ -48,6 +48,15 @@ typedef struct {
 /* 0 or 1 after printing (out of memory). */
 int out_open(const command *c, out_file *o);
 int out_close(const command *c, out_file *o, const char *path);
+/* An output file the command is about to write, checked before any work:
+ * 0, or 2 after printing when path is empty, exists and is not a regular
+ * file (a device, a FIFO, a directory), or is the same file (device and
+ * inode, whatever the names) as one of the n inputs (NULL entries are
+ * skipped). what names the option, e.g. "--out". */
+int check_out_file(const command *c, const char *what, const char *path,
+                   const char *const *inputs, int n);
+/* 1 when a and b name the same existing file (device and inode). */
+int same_file(const char *a, const char *b);
 /* out_open with the path formatted into path (PATH_LEN bytes): the
  * stream, or NULL after printing. */
 FILE *out_openf(const command *c, out_file *o, char *path, const char *fmt, ...)
@@ -97,16 +106,17 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
     {"layers", "N", "1", "transformer blocks", 0, 0},                                        \
     {"heads", "N", "1", "attention heads per block", 0, 0},                                  \
     {"steps", "N", "1000", "optimisation steps (of each run)", 0, 0},                        \
-    {"batch", "N", "32", "sequences per step", 0, 0},                                        \
+    {"batch", "N", "32", "sequences per step (and per batch of the evaluations)", 0, 0},     \
     {"lr", "X", "3e-3", "peak learning rate", 0, 0},                                         \
     {"min-lr", "X", "0.1", "final learning rate as a fraction of --lr", 0, 0},               \
     {"warmup", "N", "5% of steps", "linear warmup steps", 0, 0},                             \
     {"weight-decay", "X", "0.1", "AdamW decay of weight matrices (never J, LayerNorm, "     \
      "biases)", 0, 0},                                                                       \
     {"clip", "X", "1.0", "global gradient-norm clip (0 = off)", 0, 0},                       \
-    {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt", "charlm text file", 0, 0},      \
+    {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt",                                 \
+     "charlm text file (a regular file of at most 1 GiB)", 0, 0},                            \
     {"kinds", "N", "1", "brackets: bracket kinds", 0, 0},                                    \
-    {"heldout", "N", "2000", "brackets: held-out sequences (at most 20% of all prefixes)",  \
+    {"heldout", "N", "2000", "brackets: held-out sequences (1 to 20% of all prefixes)",     \
      0, 0},                                                                                  \
     {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},                  \
     {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},                  \
@@ -117,7 +127,7 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
      0},                                                                                     \
     {"log-every", "N", "10", "write a training record to metrics.jsonl every N steps", 0,   \
      0},                                                                                     \
-    {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0}
+    {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0}
 
 /* Reads SHARED_TRAIN_OPTS (s->seed and j_init_std are left to the
  * caller) and applies --threads. 0 or an exit code. */

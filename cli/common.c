@@ -88,7 +88,11 @@ char *ckpt_data_path(const char *ckpt)
     char *out = NULL;
     cJSON *o = train ? cJSON_Parse(train) : NULL;
     const cJSON *d = o ? cJSON_GetObjectItemCaseSensitive(o, "data") : NULL;
-    if (cJSON_IsString(d))
+    /* a repeated "data" key is read differently by other readers: none */
+    int n = 0;
+    for (const cJSON *it = o ? o->child : NULL; it; it = it->next)
+        n += it->string && !strcmp(it->string, "data");
+    if (cJSON_IsString(d) && n == 1 && strlen(d->valuestring) > 0)
         out = strdup(d->valuestring);
     cJSON_Delete(o);
     ba_st_free(st);
@@ -97,7 +101,9 @@ char *ckpt_data_path(const char *ckpt)
 
 void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r)
 {
-    if (task == BA_TASK_CHARLM)
+    if (r->n_targets == 0) /* nothing was scored: no number to show */
+        fprintf(f, "%s: no targets (%d items)\n", label, r->n_items);
+    else if (task == BA_TASK_CHARLM)
         fprintf(f, "%s: val_loss %.4f  val_ppl %.4f  (%d windows, %ld targets)\n", label,
                 r->loss, r->ppl, r->n_items, r->n_targets);
     else
@@ -159,6 +165,33 @@ int out_close(const command *c, out_file *o, const char *path)
     else if (rc)
         fprintf(stderr, "%s %s: %s\n", prog, c->cmd, err);
     return bad || rc ? 1 : 0;
+}
+
+int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int check_out_file(const command *c, const char *what, const char *path,
+                   const char *const *inputs, int n)
+{
+    if (!path || !*path)
+        return usage_error(c, "%s: the path is empty", what);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return usage_error(c, "%s %s: exists and is not a regular file (%s); not replacing it",
+                           what, path, S_ISDIR(st.st_mode)    ? "a directory"
+                                       : S_ISCHR(st.st_mode)  ? "a character device"
+                                       : S_ISBLK(st.st_mode)  ? "a block device"
+                                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                              : "not a file");
+    for (int i = 0; i < n; i++)
+        if (inputs[i] && same_file(path, inputs[i]))
+            return usage_error(c, "%s %s: is the input %s; writing it would destroy the input",
+                               what, path, inputs[i]);
+    return 0;
 }
 
 int have_gnuplot(void)
@@ -359,7 +392,7 @@ int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_se
         (rc = get_double(c, "weight-decay", 0, 10, &s->opt.weight_decay)) ||
         (rc = get_double(c, "clip", 0, 1e9, &s->opt.grad_clip)) ||
         (rc = get_int(c, "kinds", 1, 4, &m->data.kinds)) ||
-        (rc = get_int(c, "heldout", 0, 1 << 24, &m->data.n_heldout)) ||
+        (rc = get_int(c, "heldout", 1, 1 << 24, &m->data.n_heldout)) ||
         (rc = get_u64(c, "data-seed", &m->data.data_seed)) ||
         (rc = get_int(c, "eval-items", 1, INT_MAX, &s->eval_items)) ||
         (rc = get_int(c, "log-every", 1, INT_MAX, &s->log_every)))

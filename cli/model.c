@@ -15,10 +15,11 @@
 static opt eval_opts[64] = {
     {"ckpt", "FILE", NULL, "checkpoint (model.safetensors)", 0, 0},
     {"data", "PATH", "the training file, else $BA_DATA or data/tinyshakespeare.txt",
-     "charlm text file to evaluate on (its validation split)", 0, 0},
+     "charlm text file to evaluate on (its validation split; a regular file of at most 1 GiB)",
+     0, 0},
     {"items", "N", "0 (all)", "evaluate on N evenly spaced items only", 0, 0},
     {"batch", "N", "64", "evaluation batch size", 0, 0},
-    {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
+    {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
     SAMPLER_OPTS("the checkpoint's"),
     {0, 0, 0, 0, 0, 0},
 };
@@ -50,9 +51,42 @@ static int open_eval_data(const command *c, const ba_config *cfg, const ba_data_
             path = default_data_path();
     }
     int st = open_dataset(spec, cfg->block_size, path, 1, data, err);
+    /* The user did not name that file: say where it came from. */
+    if (st && path && path == recorded)
+        fprintf(stderr, "%s %s: reading %s, the training data the checkpoint records (--data "
+                        "PATH reads another file)\n",
+                prog, c->cmd, recorded);
     free(recorded);
     if (st)
         return fail_lib(c, err, input_status(st));
+    return 0;
+}
+
+/* eval's progress line: on a terminal only, so logs and pipes get the
+ * results alone. */
+static int eval_tick(int done, int total, void *user)
+{
+    fprintf(stderr, "\r%s: %d of %d items", (const char *)user, done, total);
+    if (done == total)
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+    return 0;
+}
+
+/* ba_evaluate with the progress line; refuses a result over no targets
+ * (which would print as a score of 0 of 0). */
+static int evaluate(const command *c, ba_model *m, const ba_dataset *data, int items, int batch,
+                    const char *label, ba_eval_result *r)
+{
+    char err[BA_ERR_LEN];
+    int tty = isatty(STDERR_FILENO);
+    int st = ba_evaluate_ex(m, data, items, batch, tty ? eval_tick : NULL, (void *)label, r, err);
+    if (st && tty)
+        fprintf(stderr, "\r\033[K"); /* the message replaces the progress line */
+    if (st)
+        return fail_lib(c, err, input_status(st));
+    if (r->n_targets == 0)
+        return usage_error(c, "the evaluation data has no targets: nothing to score");
     return 0;
 }
 
@@ -65,9 +99,9 @@ static int eval_report(const command *c, ba_model *m, ba_task task, const ba_dat
     const ba_config *cfg = ba_model_config(m);
     ba_sampler own = cfg->sampler;
     ba_eval_result r;
-    int st = ba_evaluate(m, data, items, batch, &r, err);
-    if (st)
-        return fail_lib(c, err, input_status(st));
+    int st, rc = evaluate(c, m, data, items, batch, "eval", &r);
+    if (rc)
+        return rc;
     sampler_desc(&own, sdesc, sizeof sdesc);
     printf("%s %s T=%d%s%s%s\n", ba_task_name(task), ba_attn_name(cfg->attn),
            cfg->block_size, own.kind ? " (sampler " : "", own.kind ? sdesc : "",
@@ -82,9 +116,10 @@ static int eval_report(const command *c, ba_model *m, ba_task task, const ba_dat
         return 0;
     }
     ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
-    if ((st = ba_model_set_sampler(m, &exact, err)) ||
-        (st = ba_evaluate(m, data, items, batch, &r, err)))
+    if ((st = ba_model_set_sampler(m, &exact, err)))
         return fail_lib(c, err, 1);
+    if ((rc = evaluate(c, m, data, items, batch, "eval (exact inference)", &r)))
+        return rc;
     print_eval(stdout, "eval (exact inference)", task, &r);
     return 0;
 }
@@ -92,7 +127,10 @@ static int eval_report(const command *c, ba_model *m, ba_task task, const ba_dat
 int cmd_eval(int argc, char **argv)
 {
     const command *c = &eval_cmd;
-    sampler_opts_append(eval_opts, (int)(sizeof eval_opts / sizeof eval_opts[0]), NULL);
+    /* eval computes no gradient: the inverse temperature the sampled
+     * gradient assumes has nothing to act on */
+    static const char *const no_grad[] = {"sampler-beta", NULL};
+    sampler_opts_append(eval_opts, (int)(sizeof eval_opts / sizeof eval_opts[0]), no_grad);
     int rc = parse_args(c, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -139,10 +177,87 @@ static opt sample_opts[] = {
     {"len", "N", "200", "characters to generate", 0, 0},
     {"temperature", "X", "1.0", "sampling temperature (0 = greedy)", 0, 0},
     {"seed", "N", "1", "sampling seed", 0, 0},
+    {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command sample_cmd = {"sample", "--ckpt FILE [--prompt TEXT] [options]",
                                    sample_opts};
+
+/* The next token after the T-token context ctx: greedy at temperature 0,
+ * else drawn from softmax(logits / temp). p: V doubles of workspace.
+ * BA_ERR_NUMERIC when a logit is not finite: a draw from NaN weights
+ * would be a token all the same (the last one), text that looks like a
+ * model's. */
+static int next_token(ba_model *m, const int *ctx, int T, double temp, ba_rng *rng, double *p,
+                      int *next, char *err)
+{
+    const ba_config *cfg = ba_model_config(m);
+    int V = cfg->vocab_size;
+    int st = ba_model_forward(m, ctx, NULL, 1, T, NULL, err);
+    if (st)
+        return st;
+    const ba_real *lg = ba_model_logits(m) + (size_t)(T - 1) * V;
+    for (int v = 0; v < V; v++)
+        if (!isfinite(lg[v]))
+            return ba_fail(err, BA_ERR_NUMERIC,
+                           "the model's logit of token %d is %g, not finite: the checkpoint "
+                           "cannot be sampled from",
+                           v, (double)lg[v]);
+    *next = 0;
+    if (temp == 0) {
+        for (int v = 1; v < V; v++)
+            if (lg[v] > lg[*next])
+                *next = v;
+        return BA_OK;
+    }
+    double mx = -INFINITY, z = 0;
+    for (int v = 0; v < V; v++)
+        mx = fmax(mx, lg[v] / temp);
+    for (int v = 0; v < V; v++)
+        z += p[v] = exp(lg[v] / temp - mx);
+    double u = ba_rng_uniform(rng) * z, acc = 0;
+    *next = V - 1;
+    for (int v = 0; v < V; v++)
+        if ((acc += p[v]) > u) {
+            *next = v;
+            break;
+        }
+    return BA_OK;
+}
+
+/* Generates len tokens after the n prompt tokens of toks, streaming them
+ * to stdout; the prompt is printed with the first token, so a model that
+ * cannot be sampled prints nothing. 0, or 1 after printing the failure. */
+static int generate(const command *c, ba_model *m, const ba_data_spec *spec, const char *prompt,
+                    int *toks, size_t n, int len, double temp, uint64_t seed)
+{
+    char err[BA_ERR_LEN];
+    ba_rng rng;
+    ba_rng_seed(&rng, seed);
+    const ba_config *cfg = ba_model_config(m);
+    int Tm = cfg->block_size, st = BA_OK;
+    double *p = malloc(sizeof(double) * (size_t)cfg->vocab_size);
+    if (!p)
+        return fail_lib(c, "out of memory", 1);
+    for (int k = 0; k < len && st == BA_OK; k++) {
+        int T = n < (size_t)Tm ? (int)n : Tm, next = 0;
+        if ((st = next_token(m, toks + n - T, T, temp, &rng, p, &next, err)))
+            break;
+        if (k == 0)
+            fputs(prompt, stdout);
+        toks[n++] = next;
+        fputc(spec->vocab[next], stdout);
+    }
+    free(p);
+    if (st) {
+        fflush(stdout);
+        return fail_lib(c, err, 1);
+    }
+    if (len == 0)
+        fputs(prompt, stdout);
+    fputc('\n', stdout);
+    return 0;
+}
 
 int cmd_sample(int argc, char **argv)
 {
@@ -154,7 +269,8 @@ int cmd_sample(int argc, char **argv)
     double temp;
     uint64_t seed;
     if ((rc = get_int(c, "len", 0, 100000000, &len)) ||
-        (rc = get_double(c, "temperature", 0, 100, &temp)) || (rc = get_u64(c, "seed", &seed)))
+        (rc = get_double(c, "temperature", 0, 100, &temp)) || (rc = get_u64(c, "seed", &seed)) ||
+        (rc = apply_threads(c)))
         return rc;
     const char *prompt = is_set(c, "prompt") ? get_str(c, "prompt") : "\n";
     char err[BA_ERR_LEN];
@@ -162,7 +278,6 @@ int cmd_sample(int argc, char **argv)
     ba_data_spec spec;
     if ((rc = load_model(c, &m, &spec, err)))
         return rc;
-    const ba_config *cfg = ba_model_config(m);
     if (spec.task != BA_TASK_CHARLM) {
         ba_model_free(m);
         return usage_error(c, "sampling needs a charlm checkpoint, this one is %s",
@@ -176,58 +291,16 @@ int cmd_sample(int argc, char **argv)
     int *toks = malloc(sizeof(int) * (plen + (size_t)len));
     if (!toks) {
         ba_model_free(m);
-        fprintf(stderr, "%s sample: out of memory\n", prog);
-        return 1;
+        return fail_lib(c, "out of memory", 1);
     }
     int st = ba_encode_text(spec.vocab, spec.vocab_size, prompt, plen, toks, err);
-    if (st) {
-        free(toks);
-        ba_model_free(m);
-        return usage_error(c, "--prompt: %s", err);
-    }
-    ba_rng rng;
-    ba_rng_seed(&rng, seed);
-    fwrite(prompt, 1, plen, stdout);
-    size_t n = plen;
-    int V = cfg->vocab_size, Tm = cfg->block_size;
-    double *p = malloc(sizeof(double) * V);
-    for (int k = 0; k < len && p; k++) {
-        int T = n < (size_t)Tm ? (int)n : Tm;
-        const int *ctx = toks + n - T;
-        if ((st = ba_model_forward(m, ctx, NULL, 1, T, NULL, err)))
-            break;
-        const ba_real *lg = ba_model_logits(m) + (size_t)(T - 1) * V;
-        int next = 0;
-        if (temp == 0) {
-            for (int v = 1; v < V; v++)
-                if (lg[v] > lg[next])
-                    next = v;
-        } else {
-            double mx = -INFINITY, z = 0;
-            for (int v = 0; v < V; v++)
-                mx = fmax(mx, lg[v] / temp);
-            for (int v = 0; v < V; v++)
-                z += p[v] = exp(lg[v] / temp - mx);
-            double u = ba_rng_uniform(&rng) * z, acc = 0;
-            next = V - 1;
-            for (int v = 0; v < V; v++)
-                if ((acc += p[v]) > u) {
-                    next = v;
-                    break;
-                }
-        }
-        toks[n++] = next;
-        fputc(spec.vocab[next], stdout);
-    }
-    fputc('\n', stdout);
-    free(p);
+    if (st)
+        rc = usage_error(c, "--prompt: %s", err);
+    else
+        rc = generate(c, m, &spec, prompt, toks, plen, len, temp, seed);
     free(toks);
     ba_model_free(m);
-    if (st) {
-        fprintf(stderr, "%s sample: %s\n", prog, err);
-        return 1;
-    }
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------- grads */
@@ -236,7 +309,7 @@ static opt grads_opts[] = {
     {"ckpt", "FILE", NULL, "checkpoint", 0, 0},
     {"batch", "FILE", NULL, "batch file (safetensors: inputs, targets I32 [B,T])", 0, 0},
     {"out", "FILE", NULL, "gradient file to write (safetensors)", 0, 0},
-    {"threads", "N", "all cores", "OpenMP and BLAS threads", 0, 0},
+    {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command grads_cmd = {"grads", "--ckpt FILE --batch FILE --out FILE", grads_opts};
@@ -253,6 +326,9 @@ int cmd_grads(int argc, char **argv)
         return usage_error(c, "option '--batch' is required");
     if (!get_str(c, "out"))
         return usage_error(c, "option '--out' is required");
+    const char *inputs[] = {get_str(c, "ckpt"), get_str(c, "batch")};
+    if ((rc = check_out_file(c, "--out", get_str(c, "out"), inputs, 2)))
+        return rc;
     char err[BA_ERR_LEN];
     ba_model *m;
     if ((rc = load_model(c, &m, NULL, err)))
@@ -263,6 +339,12 @@ int cmd_grads(int argc, char **argv)
     if (st) {
         ba_model_free(m);
         return fail_lib(c, err, input_status(st));
+    }
+    if ((st = ba_batch_check(ba_model_config(m), in, tg, B, T, err))) {
+        fprintf(stderr, "%s grads: batch does not fit the model: %s\n", prog, err);
+        free(in), free(tg);
+        ba_model_free(m);
+        return input_status(st);
     }
     if ((st = ba_model_forward(m, in, tg, B, T, &loss, err)) == BA_OK) {
         ba_model_zero_grad(m);
@@ -290,8 +372,9 @@ int cmd_grads(int argc, char **argv)
 
 static opt batch_opts[] = {
     {"ckpt", "FILE", NULL, "checkpoint whose task and data the batch is drawn for", 0, 0},
-    {"data", "PATH", "as eval", "charlm text file", 0, 0},
-    {"size", "N", "8", "sequences in the batch", 0, 0},
+    {"data", "PATH", "as eval", "charlm text file (a regular file of at most 1 GiB)", 0, 0},
+    {"size", "N", "8", "sequences in the batch (with --split eval: at most the split's items)",
+     0, 0},
     {"split", "train|eval", "train", "draw training batches or the first evaluation items", 0,
      0},
     {"seed", "N", "1", "seed for training batches", 0, 0},
@@ -315,6 +398,9 @@ int cmd_batch(int argc, char **argv)
         return usage_error(c, "--split: '%s' is not train or eval", split);
     if (!get_str(c, "out"))
         return usage_error(c, "option '--out' is required");
+    const char *inputs[] = {get_str(c, "ckpt"), is_set(c, "data") ? get_str(c, "data") : NULL};
+    if ((rc = check_out_file(c, "--out", get_str(c, "out"), inputs, 2)))
+        return rc;
     char err[BA_ERR_LEN];
     ba_model *m;
     ba_data_spec spec;
@@ -326,7 +412,16 @@ int cmd_batch(int argc, char **argv)
         ba_model_free(m);
         return rc;
     }
-    int T = cfg->block_size;
+    int T = cfg->block_size, n_eval = ba_dataset_num_eval(data);
+    /* The evaluation items are a fixed set: more rows than it has would
+     * repeat items silently. */
+    if (strcmp(split, "eval") == 0 && B > n_eval) {
+        ba_model_free(m);
+        ba_dataset_free(data);
+        return usage_error(c, "--size %d: the evaluation split has only %d %s%s", B, n_eval,
+                           spec.task == BA_TASK_CHARLM ? "window" : "held-out sequence",
+                           n_eval == 1 ? "" : "s");
+    }
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
     int st = BA_OK;
     if (!in || !tg) {
@@ -338,9 +433,8 @@ int cmd_batch(int argc, char **argv)
             ba_rng_seed(&r, seed);
             ba_dataset_train_batch(data, &r, B, in, tg);
         } else {
-            int n = ba_dataset_num_eval(data);
             for (int b = 0; b < B; b++)
-                ba_dataset_eval_item(data, b % n, in + (size_t)b * T, tg + (size_t)b * T);
+                ba_dataset_eval_item(data, b, in + (size_t)b * T, tg + (size_t)b * T);
         }
         if ((st = ba_batch_save(get_str(c, "out"), in, tg, B, T, err))) {
             fprintf(stderr, "%s batch: %s\n", prog, err);

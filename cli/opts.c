@@ -2,6 +2,7 @@
  * (see opts.h). */
 #include "opts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -209,8 +211,13 @@ int get_list(const command *c, const char *name, double lo, double hi, int integ
         char *end;
         errno = 0;
         double x = strtod(p, &end);
-        if (end == p || errno == ERANGE || (*end != ',' && *end != '\0') || !isfinite(x) ||
-            (integral && x != floor(x)))
+        /* Plain decimal items only: strtod would also skip leading blanks
+         * ("4, 8") and read hexadecimal ("0x8"), which the name lists
+         * (--attn, --sampler) refuse. */
+        int plain = strchr("+-.0123456789", *p) && *p && !memchr(p, 'x', (size_t)(end - p)) &&
+                    !memchr(p, 'X', (size_t)(end - p));
+        if (end == p || !plain || errno == ERANGE || (*end != ',' && *end != '\0') ||
+            !isfinite(x) || (integral && x != floor(x)))
             return usage_error(c, "--%s: '%s' is not a comma-separated list of %s", name, v,
                                integral ? "integers" : "numbers");
         if (x < lo || x > hi)
@@ -241,6 +248,95 @@ int get_int_list(const command *c, const char *name, int lo, int hi, int *out, i
 
 /* ------------------------------------------------------------ threads */
 
+/* Without --threads or OMP_NUM_THREADS, a command uses the cores that are
+ * idle when it starts, not every core. libgomp's threads spin for a few
+ * milliseconds after each parallel region before they sleep (its default
+ * wait policy); a thread whose core is busy with another program uses up
+ * its share of that core spinning, then waits a time slice behind the
+ * other program at the next region, and the whole team waits with it: with
+ * one of the two cores busy, two threads ran 3-7x slower than one
+ * (issue 14, docs/performance.md "Threads"). OMP_WAIT_POLICY=passive
+ * avoids the spinning, but libgomp reads it only as the process starts
+ * (setenv in main is too late), and it cost 4-7 % on an idle machine,
+ * where the spinning pays off; so the tool keeps libgomp's policy and
+ * leaves busy cores alone instead.
+ *
+ * The count is chosen before the first parallel region. The library
+ * computes the same results on any number of threads (its products are
+ * split in blocks that do not depend on the count, src/internal.h), so the
+ * choice changes the speed only; it is printed (a line below, and train's
+ * header) and recorded (the runs' "threads") all the same. A load that
+ * starts later is seen only by retune_threads, where a caller calls it
+ * between steps; otherwise --threads 1 is the answer there. */
+
+static char threads_why[128]; /* how the count was chosen, "" for all cores */
+
+static int auto_cpus;      /* CPUs the count is shared out of; 0: the user chose */
+static double retune_at;   /* when retune_threads looks next */
+static int retune_seen;    /* the count its last look called for, 0 none */
+#define RETUNE_S 0.25      /* seconds between retune_threads' looks */
+
+/* The kernel's count of runnable tasks at this moment, the fourth field of
+ * /proc/loadavg ("running/total"); -1 if unknown. */
+static int runnable_now(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    int running = -1, total = 0;
+    if (f && fscanf(f, "%*f %*f %*f %d/%d", &running, &total) != 2)
+        running = -1;
+    if (f)
+        fclose(f);
+    return running;
+}
+
+/* Runnable tasks besides this one at the start (this thread is the only
+ * one of ours). A program computing throughout is runnable at every
+ * reading, a shell starting a job or a short-lived helper is not: one
+ * reading that shows nobody else settles it at no cost, otherwise the
+ * least of three readings a millisecond apart counts. -1 if unknown. */
+static int other_runnable(void)
+{
+    int least = -1;
+    for (int i = 0; i < 3 && least != 0; i++) {
+        if (i > 0) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        int running = runnable_now();
+        if (running < 1)
+            return -1;
+        if (least < 0 || running - 1 < least)
+            least = running - 1;
+    }
+    return least;
+}
+
+/* The default thread count, 0 for libgomp's own (every CPU this process
+ * may use): those CPUs less the other runnable tasks, at least 1. The
+ * machine-wide count only describes our CPUs when we may use all of them;
+ * a process confined to some (taskset, a cpuset) keeps libgomp's default,
+ * and so does a run whose start finds nobody else, though retune_threads
+ * may change it later. */
+static int idle_threads(void)
+{
+#ifdef _OPENMP
+    int cpus = omp_get_max_threads();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus <= 1 || online != cpus)
+        return 0;
+    int others = other_runnable();
+    auto_cpus = cpus;
+    retune_at = now_s() + RETUNE_S;
+    if (others <= 0)
+        return 0;
+    snprintf(threads_why, sizeof threads_why, "%d other program%s running on %d cores at start",
+             others, others == 1 ? " was" : "s were", cpus);
+    return cpus - others > 1 ? cpus - others : 1;
+#else
+    return 0;
+#endif
+}
+
 void set_threads(int n)
 {
     if (n <= 0)
@@ -260,13 +356,87 @@ int threads_in_use(void)
 #endif
 }
 
+const char *threads_note(void) { return threads_why; }
+
 int apply_threads(const command *c)
 {
     int threads = 0, rc;
-    if (is_set(c, "threads") && (rc = get_int(c, "threads", 1, 1024, &threads)))
-        return rc;
+    threads_why[0] = 0;
+    auto_cpus = 0;
+    if (is_set(c, "threads")) {
+        /* more threads than CPUs only take turns on them (and wait for
+         * each other at every barrier) */
+        int cpus = 1;
+#ifdef _OPENMP
+        cpus = omp_get_num_procs() > 1 ? omp_get_num_procs() : 1;
+#endif
+        if ((rc = get_int(c, "threads", 1, cpus, &threads)))
+            return rc;
+    } else if (!getenv("OMP_NUM_THREADS") && (threads = idle_threads()) > 0) {
+        /* said once, on stderr: fewer threads than cores */
+        print_name(stderr, c);
+        fprintf(stderr, ": %d thread%s: %s (--threads N to choose)\n", threads,
+                threads == 1 ? "" : "s", threads_why);
+    }
     set_threads(threads);
     return 0;
+}
+
+/* This process's threads that are runnable now (state R in
+ * /proc/self/task/N/stat), which the kernel's count includes. */
+static int own_runnable(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[len] = 0;
+        const char *p = strrchr(buf, ')'); /* the name may hold anything */
+        n += p && p[1] == ' ' && p[2] == 'R';
+    }
+    closedir(d);
+    return n;
+}
+
+/* A long run's threads follow the load: while the count is automatic, at
+ * most every RETUNE_S, the other runnable tasks are counted again (the
+ * kernel's count less our own runnable threads, read before and after it
+ * so that a thread of ours going to sleep in between is not taken for
+ * another program), and when two looks in a row call for the same new
+ * count, it is set. Results do not depend on the count, so switching
+ * between steps changes the speed only. */
+int retune_threads(void)
+{
+#ifdef _OPENMP
+    double t = now_s();
+    if (!auto_cpus || t < retune_at)
+        return 0;
+    retune_at = t + RETUNE_S;
+    int own1 = own_runnable(), running = runnable_now(), own2 = own_runnable();
+    if (own1 < 0 || running < 0 || own2 < 0)
+        return 0;
+    int others = running - (own1 > own2 ? own1 : own2);
+    int n = auto_cpus - (others > 0 ? others : 0);
+    n = n > 1 ? n : 1;
+    if (n == threads_in_use() || n != retune_seen) {
+        retune_seen = n == threads_in_use() ? 0 : n;
+        return 0;
+    }
+    retune_seen = 0;
+    set_threads(n);
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 /* ------------------------------------------------------------- clocks */

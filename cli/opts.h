@@ -55,16 +55,27 @@ int get_int(const command *c, const char *name, int lo, int hi, int *out);
 int get_u64(const command *c, const char *name, uint64_t *out);
 int get_double(const command *c, const char *name, double lo, double hi, double *out);
 /* A comma-separated list of at most max numbers in [lo, hi] (integers when
- * integral): no empty items, no repeats. */
+ * integral), each written in decimal without blanks: no empty items, no
+ * repeats. */
 int get_list(const command *c, const char *name, double lo, double hi, int integral,
              double *out, int max, int *n);
 int get_int_list(const command *c, const char *name, int lo, int hi, int *out, int max, int *n);
 
 /* --threads N (when the command has it and it was given): OpenMP and BLAS
- * threads. 0 or an exit code. */
+ * threads. Otherwise, unless OMP_NUM_THREADS is set, the cores idle at the
+ * start (all of them on an idle machine; a line on stderr says so when
+ * other programs keep some busy). Call it before any parallel work. 0 or
+ * an exit code. */
 int apply_threads(const command *c);
 void set_threads(int n);
 int threads_in_use(void);
+/* Why apply_threads chose fewer threads than cores ("1 other program was
+ * running on 2 cores at start"), or "". */
+const char *threads_note(void);
+/* For long runs, between steps (the progress hook): while apply_threads
+ * chose the count itself, follows the load, looking at most every 0.25 s
+ * (two looks in a row must agree). 1 when it changed the count, else 0. */
+int retune_threads(void);
 
 /* Monotonic seconds, and "2m05s" style durations ("?" when unknown). */
 double now_s(void);

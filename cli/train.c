@@ -11,12 +11,16 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ signals */
 
 /* The signal that asked the running training to stop, 0 if none. */
 static volatile sig_atomic_t stop_signal;
+/* Set once the last step is taken: a signal then stops the final
+ * evaluation, not a step. */
+static volatile sig_atomic_t in_final_eval;
 
 /* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once,
  * by the signal's default action, even in the middle of the save (whose
@@ -32,7 +36,10 @@ static void on_stop_signal(int sig)
     stop_signal = sig;
     static const char msg[] = "\nboltzattn: signal received: stopping after this step to save a checkpoint "
                               "(a second signal exits at once, without saving)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    static const char fin[] = "\nboltzattn: signal received: stopping the final evaluation (the "
+                              "trained model is saved; --resume evaluates it)\n";
+    ssize_t w = in_final_eval ? write(STDERR_FILENO, fin, sizeof fin - 1)
+                              : write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;
 }
 
@@ -45,12 +52,16 @@ typedef struct {
     int verbose;      /* 0 silent, 1 header and validation lines, 2 also progress */
     double tlast;     /* when the progress line was last drawn */
     double ema_loss;  /* smoothed loss of the progress line */
+    double teval;     /* when the final evaluation's first batch ended (-1: not yet) */
     int line_open;    /* a progress line is on the terminal */
 } driver;
 
 static void on_progress(const ba_record *r, void *user)
 {
     driver *d = user;
+    if (r->step >= d->s->steps)
+        in_final_eval = 1;
+    retune_threads(); /* a load that began during the run */
     d->ema_loss = isnan(d->ema_loss) ? r->loss : 0.9 * d->ema_loss + 0.1 * r->loss;
     double t = now_s();
     if (d->verbose < 2 || (t - d->tlast <= 0.2 && r->step != d->s->steps))
@@ -59,6 +70,25 @@ static void on_progress(const ba_record *r, void *user)
     fmt_duration((double)(d->s->steps - r->step) / r->steps_per_s, eta, sizeof eta);
     fprintf(stderr, "\rstep %ld/%ld  loss %.4f  lr %.2e  %.2f steps/s  ETA %s   ", r->step,
             d->s->steps, d->ema_loss, r->lr, r->steps_per_s, eta);
+    d->tlast = t;
+    d->line_open = 1;
+}
+
+/* The final evaluation's progress line (items of the whole set). */
+static void on_eval_progress(int done, int total, void *user)
+{
+    driver *d = user;
+    in_final_eval = 1;
+    retune_threads();
+    double t = now_s();
+    if (d->verbose < 2 || (t - d->tlast <= 0.2 && done != total))
+        return;
+    if (d->teval < 0)
+        d->teval = t;
+    char eta[32];
+    double el = t - d->teval;
+    fmt_duration(done > 0 && el > 0 ? el * (total - done) / done : -1, eta, sizeof eta);
+    fprintf(stderr, "\r\033[Kfinal evaluation: %d/%d items  ETA %s", done, total, eta);
     d->tlast = t;
     d->line_open = 1;
 }
@@ -163,7 +193,7 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
 {
     ba_data_spec spec;
     ba_trainer_data_spec(t, &spec);
-    driver d = {c, ba_trainer_settings(t), spec.task, verbose, 0, NAN, 0};
+    driver d = {c, ba_trainer_settings(t), spec.task, verbose, 0, NAN, -1, 0};
     if (verbose >= 1)
         print_header(t, dir);
     /* From here on every exit restores the handlers. */
@@ -175,19 +205,32 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     stop_signal = 0;
+    in_final_eval = 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    ba_train_hooks hooks = {on_record, on_progress, on_stop, &d};
+    ba_train_hooks hooks = {on_record, on_progress, on_stop, &d, on_eval_progress};
     char err[BA_ERR_LEN];
     int st = ba_trainer_run(t, dir, &hooks, out, err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (st) {
         report_failure(&d, dir, out, st, err);
-        return 1;
+        /* a run refused before its first step (another run's log, a
+         * finished run) is bad input; anything later a runtime failure */
+        return (st == BA_ERR_ARG || st == BA_ERR_FORMAT) && !out->failed_step &&
+                       out->steps_run == 0
+                   ? 2
+                   : 1;
     }
     if (d.line_open)
         fprintf(stderr, "\n");
+    if (out->stopped && out->step >= d.s->steps) {
+        fprintf(stderr, "%s %s: interrupted by signal %d during the final evaluation; the "
+                        "trained model is saved to %s/model.safetensors, and 'train --resume "
+                        "%s' evaluates it\n",
+                prog, c->cmd, (int)stop_signal, dir, dir);
+        return 1;
+    }
     if (out->stopped) {
         fprintf(stderr, "%s %s: interrupted by signal %d at step %ld; checkpoint saved to "
                         "%s/model.safetensors\n",
@@ -200,10 +243,19 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
 
 /* ------------------------------------------------------------- train */
 
+/* A numeric macro's value as a string literal, for help texts. */
+#define BA_STR_(x) #x
+#define BA_STR(x) BA_STR_(x)
+
 static opt train_opts[64] = {
     {"task", "charlm|brackets", "brackets", "task to train on", 0, 0},
     {"attn", "VARIANT", "boltzmann", "attention: softmax|sigmoid|boltzmann|coupling", 0, 0},
-    {"T", "N", "8", "block size (context length)", 0, 0},
+    {"T", "N", "8",
+     "block size (context length); boltzmann and coupling: at most " BA_STR(BA_FAST_MAX_SPINS)
+     " (fast engine), " BA_STR(BA_REFERENCE_MAX_SPINS) " (reference), " BA_STR(BA_DQA_MAX_SPINS)
+     " (sampler direct or dqa), " BA_STR(BA_SAMPLER_MAX_SPINS) " (gibbs, sa); softmax and "
+     "sigmoid: " BA_STR(BA_MAX_BLOCK) "; brackets data: at most 64 (41, 32, 27 with 2, 3, 4 "
+     "--kinds)", 0, 0},
     {"embd", "N", "64", "embedding width C (divisible by --heads)", 0, 0},
     {"no-ffn", NULL, NULL, "blocks without the MLP", 0, 0},
     SHARED_TRAIN_OPTS,
@@ -211,6 +263,7 @@ static opt train_opts[64] = {
     {"seed", "N", "1", "seed of initialisation and batch order", 0, 0},
     {"out", "DIR", "runs/TASK-ATTN-T<T>[-SAMPLER-S<S>]-s<SEED>", "output directory", 0, 0},
     {"quiet", NULL, NULL, "no progress line", 0, 0},
+    {"force", NULL, NULL, "replace the run already in --out (its model, state and log)", 0, 0},
     {"resume", "DIR", NULL,
      "continue the run saved in DIR exactly (its own settings; only --data, --threads and "
      "--quiet may be given)", 0, 0},
@@ -227,23 +280,64 @@ static void report_training(const ba_config *cfg, ba_task task, const char *outd
         strcpy(sdesc, " sampler ");
         sampler_desc(&cfg->sampler, sdesc + 9, sizeof sdesc - 9);
     }
-    printf("%s %s T=%d%s: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(task),
-           ba_attn_name(cfg->attn), cfg->block_size, sdesc, res->steps_run, res->train_s,
-           (double)res->steps_run / fmax(res->train_s, 1e-9));
+    if (res->steps_run == 0) /* resumed after its last step: the evaluation only */
+        printf("%s %s T=%d%s: no steps left; the model of step %ld evaluated\n",
+               ba_task_name(task), ba_attn_name(cfg->attn), cfg->block_size, sdesc, res->step);
+    else
+        printf("%s %s T=%d%s: %ld steps in %.1f s (%.2f steps/s)\n", ba_task_name(task),
+               ba_attn_name(cfg->attn), cfg->block_size, sdesc, res->steps_run, res->train_s,
+               (double)res->steps_run / fmax(res->train_s, 1e-9));
     print_eval(stdout, "final", task, &res->final);
     if (res->has_exact)
         print_eval(stdout, "final (exact inference)", task, &res->exact);
     printf("checkpoint: %s/model.safetensors\n", outdir);
 }
 
-/* Locks dir, runs t into it, reports; the exit code. */
-static int train_into(const command *c, ba_trainer *t, const char *dir)
+/* A fresh run goes into a directory that holds no run, unless --force: the
+ * default --out names only task, variant, T and seed, so two different
+ * runs easily meet there. 0, or 2 after saying what is there. */
+static int check_fresh_dir(const command *c, const char *dir)
+{
+    static const char *const files[] = {"run.json", "state.safetensors", "model.safetensors",
+                                        "metrics.jsonl"};
+    char path[PATH_LEN];
+    const char *found = NULL;
+    for (size_t i = 0; !found && i < sizeof files / sizeof files[0]; i++) {
+        struct stat st;
+        if (mkpath(c, path, "%s/%s", dir, files[i]))
+            return EXIT_USAGE;
+        if (lstat(path, &st) == 0)
+            found = files[i];
+    }
+    if (!found || is_set(c, "force"))
+        return 0;
+    ba_run_info ri;
+    memset(&ri, 0, sizeof ri);
+    char err[BA_ERR_LEN], what[160];
+    if (ba_run_read(dir, &ri, err) == BA_OK)
+        snprintf(what, sizeof what, "a %s run: %s %s T=%d, step %ld of %ld",
+                 ba_run_status_name(ri.status), ba_task_name(ri.spec.task),
+                 ba_attn_name(ri.config.attn), ri.config.block_size, ri.step, ri.settings.steps);
+    else
+        snprintf(what, sizeof what, "a run's %s", found);
+    ba_run_info_clear(&ri);
+    return usage_error(c, "%s already holds %s; pass --resume %s to continue it, --force to "
+                       "replace it, or choose another --out", dir, what, dir);
+}
+
+/* Locks dir, runs t into it (fresh: refused where a run is, see
+ * check_fresh_dir), reports; the exit code. */
+static int train_into(const command *c, ba_trainer *t, const char *dir, int fresh)
 {
     char err[BA_ERR_LEN];
     dir_lock lk;
     int st = take_lock(dir, &lk, err);
     if (st)
         return fail_lib(c, err, st);
+    if (fresh && (st = check_fresh_dir(c, dir))) {
+        release_lock(&lk);
+        return st;
+    }
     int verbose = is_set(c, "quiet") ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
     ba_train_outcome res;
     int code = run_trainer(c, t, dir, verbose, &res);
@@ -273,6 +367,16 @@ static int train_resume(const command *c)
     char err[BA_ERR_LEN], *saved_data = NULL, state[PATH_LEN];
     if (mkpath(c, state, "%s/state.safetensors", dir))
         return EXIT_USAGE;
+    /* a finished run has nothing to resume (its run record is written
+     * last, so a run killed in its final evaluation is not "finished") */
+    ba_run_info ri;
+    memset(&ri, 0, sizeof ri);
+    int done = ba_run_read(dir, &ri, err) == BA_OK && ri.status == BA_RUN_FINISHED;
+    long done_step = ri.step;
+    ba_run_info_clear(&ri);
+    if (done)
+        return usage_error(c, "the run in %s has already finished (step %ld); nothing to resume",
+                           dir, done_step);
     ba_config cfg;
     ba_data_spec spec;
     int st = ba_trainer_peek(state, &cfg, &spec, NULL, &saved_data, err);
@@ -287,10 +391,21 @@ static int train_resume(const command *c)
     if (st == BA_OK)
         st = ba_trainer_restore(&t, state, data, data_path, err);
     free(saved_data);
-    int code = st ? fail_lib(c, err, input_status(st)) : train_into(c, t, dir);
+    int code = st ? fail_lib(c, err, input_status(st)) : train_into(c, t, dir, 0);
     ba_trainer_free(t);
     ba_dataset_free(data);
     return code;
+}
+
+/* --out names a directory to be: not empty, and not an existing file. */
+static int check_out_dir(const command *c, const char *dir)
+{
+    struct stat st;
+    if (!*dir)
+        return usage_error(c, "--out: the path is empty");
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return usage_error(c, "--out %s: exists and is not a directory", dir);
+    return 0;
 }
 
 /* The model config of the command line (refused before any data is read). */
@@ -339,6 +454,8 @@ int cmd_train(int argc, char **argv)
         (rc = get_double(c, "j-init-std", 0, 100, &s.j_init_std)) ||
         (rc = get_u64(c, "seed", &s.seed)) || (rc = train_config(c, task, &mo, &cfg)))
         return rc;
+    if (is_set(c, "out") && (rc = check_out_dir(c, get_str(c, "out"))))
+        return rc;
     const char *data_path = is_set(c, "data") ? get_str(c, "data") : default_data_path();
     ba_dataset *data = NULL;
     int st = open_dataset(&mo.data, cfg.block_size, data_path, 0, &data, err);
@@ -362,7 +479,7 @@ int cmd_train(int argc, char **argv)
     else if (make_dirs(outdir, err))
         code = fail_lib(c, err, 1);
     else
-        code = train_into(c, t, outdir);
+        code = train_into(c, t, outdir, 1);
     ba_trainer_free(t);
     ba_dataset_free(data);
     return code;

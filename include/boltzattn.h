@@ -64,6 +64,14 @@ typedef float ba_real;
 #define BA_FAST_MAX_SPINS 26
 /* Largest block size (T) any model accepts; softmax and sigmoid go this far. */
 #define BA_MAX_BLOCK 1024
+/* Largest charlm data file (1 GiB): the file is held in memory, one byte a
+ * token; anything larger, and anything not a regular file, is refused
+ * before a byte is read. */
+#define BA_MAX_DATA_BYTES 1073741824LL
+/* Largest file read whole by ba_read_file (4 GiB): checkpoints, states,
+ * batch files, run records. A larger (or sparse, hostile) file is refused
+ * from its size before any memory is taken for it. */
+#define BA_MAX_FILE_BYTES 4294967296LL
 
 typedef enum {
     BA_OK = 0,
@@ -516,17 +524,24 @@ int ba_data_spec_check(const ba_data_spec *spec, const ba_config *cfg, char *err
  * naming the byte and its offset. First 90 % train, last 10 % validation.
  * block_size T: training windows are T+1 bytes; validation uses the
  * non-overlapping windows starting at 0, T, 2T, ... of the validation split.
- * Errors: BA_ERR_IO (file), BA_ERR_FORMAT (empty, too small for T, a NUL
+ * Errors: BA_ERR_IO (missing, unreadable, or not a regular file: a
+ * device or a FIFO is refused before anything is read), BA_ERR_LIMIT
+ * (above BA_MAX_DATA_BYTES), BA_ERR_FORMAT (empty, too small for T, a NUL
  * byte, invalid UTF-8: a stray continuation byte, an overlong form, a
  * surrogate, a code point above U+10FFFF, a truncated sequence, a byte
- * 0xF8-0xFF; the message names the offset and the problem). */
+ * 0xF8-0xFF; a byte outside the given vocabulary). Messages name the
+ * offset and the kind of problem, never the file's bytes: the path may
+ * come from a checkpoint rather than the user. */
 int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
                       int vocab_size, int block_size, char *err);
 
 /* brackets: valid prefixes of length T over `kinds` bracket kinds, drawn
  * uniformly. The held-out set holds min(n_heldout, 20 % of all prefixes)
  * distinct sequences chosen by data_seed; training batches never contain
- * one of them. Token 2k opens kind k, 2k+1 closes it. */
+ * one of them. Token 2k opens kind k, 2k+1 closes it. BA_ERR_ARG for T
+ * outside [1, ba_brackets_max_T(kinds)], n_heldout < 1, too few prefixes
+ * for a held-out set, or a held-out set without a closing bracket (nothing
+ * to score: T = 2 can draw "(("). */
 int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
                         uint64_t data_seed, char *err);
 void ba_dataset_free(ba_dataset *d);
@@ -557,6 +572,11 @@ void ba_dataset_eval_item(const ba_dataset *d, int idx, int *inputs,
  * (brackets: valid prefixes left for training, i.e. all minus the held-out
  * ones, and the held-out count). */
 void ba_dataset_sizes(const ba_dataset *d, uint64_t *train, uint64_t *eval);
+/* charlm: the text's size in bytes and its 64-bit FNV-1a hash (of the
+ * file's bytes, so any tool can recompute it); training records them, and
+ * a resumed run refuses other data. 0 and 0 for brackets, whose data the
+ * spec's seed and sizes determine. */
+void ba_dataset_fingerprint(const ba_dataset *d, uint64_t *bytes, uint64_t *hash);
 /* brackets: the best accuracy a predictor using only the position of each
  * ')' can reach on the held-out set; -1 for charlm. */
 double ba_dataset_position_baseline(const ba_dataset *d);
@@ -564,6 +584,10 @@ double ba_dataset_position_baseline(const ba_dataset *d);
 /* Number of valid bracket prefixes of length T with `kinds` kinds
  * (saturates at UINT64_MAX). */
 uint64_t ba_brackets_count(int T, int kinds);
+/* The largest T brackets data accepts with kinds kinds (64 for one kind;
+ * 41, 32, 27 for 2, 3, 4: their counts must fit 64 bits); 0 for kinds
+ * outside [1, 4]. */
+int ba_brackets_max_T(int kinds);
 
 /* Encodes a byte string with a charlm vocabulary; BA_ERR_ARG naming the
  * first byte outside it. out holds len ids. */
@@ -586,6 +610,13 @@ typedef struct {
  * the result is reproducible and the training stream is not perturbed. */
 int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B,
                 ba_eval_result *res, char *err);
+/* ba_evaluate with a tick, called after every batch with the items done
+ * and the total (for a progress line); a non-zero return stops early and
+ * the result covers the items done (res->n_items). With no targets at all
+ * (n_targets 0) loss, ppl and accuracy are NAN, never a score. */
+int ba_evaluate_ex(ba_model *m, const ba_dataset *d, int max_items, int B,
+                   int (*tick)(int done, int total, void *user), void *user,
+                   ba_eval_result *res, char *err);
 
 /* -------------------------------------------------------- statistics */
 
@@ -691,12 +722,13 @@ int ba_checkpoint_load(const char *path, ba_model **out, ba_data_spec *spec, cha
  * PATH.<pid>.tmp in the same directory, flushed and fsync'ed, and renamed
  * over path, so a crash leaves the old file or the new one, never a mix.
  * Every file the library writes goes through it. BA_ERR_IO naming the
- * file. */
+ * file, also when path exists and is not a regular file (a device such as
+ * /dev/null, a FIFO, a directory): such a target is never replaced. */
 int ba_write_file(const char *path, const void *data, size_t len, char *err);
 /* Reads the whole regular file at path into *out (malloc'd, caller frees;
  * one NUL byte appended past *size, so text reads as a string). BA_ERR_IO
  * for a missing, unreadable or non-regular file (a directory or a FIFO is
- * refused, not waited on), BA_ERR_NOMEM. */
+ * refused, not waited on) or one above BA_MAX_FILE_BYTES, BA_ERR_NOMEM. */
 int ba_read_file(const char *path, unsigned char **out, size_t *size, char *err);
 
 /* Batch file: safetensors with inputs I32 (B,T) and targets I32 (B,T).
@@ -705,6 +737,12 @@ int ba_batch_save(const char *path, const int *inputs, const int *targets,
                   int B, int T, char *err);
 int ba_batch_load(const char *path, int **inputs, int **targets, int *B,
                   int *T, char *err);
+/* A batch checked against the model of cfg before it is used: T, every
+ * token, every target (-1 for none; a pointer head's must point at an
+ * earlier position), at least one target. BA_ERR_ARG naming the first bad
+ * value by its batch row and position. */
+int ba_batch_check(const ba_config *cfg, const int *inputs, const int *targets, int B, int T,
+                   char *err);
 /* Gradient file: "loss" F32 [1] and one F32 tensor per parameter with the
  * parameter's name and shape, from ba_model_grads. */
 int ba_grads_save(const char *path, const ba_model *m, double loss,

@@ -149,7 +149,8 @@ void ba_trainer_data_spec(const ba_trainer *t, ba_data_spec *spec);
  * may be NULL) receive the step's values. BA_ERR_NUMERIC (model and
  * moments unchanged) naming the first non-finite tensor. */
 int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, char *err);
-/* ba_evaluate of the trainer's model on its data (batch 64). */
+/* ba_evaluate of the trainer's model on its data, in batches of the
+ * training batch size. */
 int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err);
 /* The quality record of a sampled model (see ba_record); BA_ERR_ARG for an
  * exact one. The training streams are not touched. */
@@ -166,10 +167,13 @@ typedef struct {
     int (*record)(const ba_record *r, void *user, char *err);
     /* after every step, with a train record of it (logged or not) */
     void (*progress)(const ba_record *r, void *user);
-    /* polled after every step: non-zero asks the run to stop at a save
-     * point now (a signal, say) */
+    /* polled after every step and every batch of the final evaluation:
+     * non-zero asks the run to stop at a save point now (a signal, say) */
     int (*stop)(void *user);
     void *user;
+    /* during the final evaluation, after every batch: items done of total
+     * (the final evaluation takes the whole set: seconds to minutes) */
+    void (*eval_progress)(int done, int total, void *user);
 } ba_train_hooks;
 
 typedef struct {
@@ -188,15 +192,22 @@ typedef struct {
 /* Runs the trainer to its last step: the steps, a train record every
  * log_every steps, an evaluation (and for a sampled model a quality
  * record) every eval_every steps, a save point every save_every steps, and
- * at the end the evaluation on the whole set (a sampled model also with
- * exact inference, when T is within the engine's limit), the final record
- * and the last save point. With dir (may be NULL: nothing is written)
+ * at the end the last save point (the trained weights are on the disk
+ * before anything else can fail), then the evaluation on the whole set (a
+ * sampled model also with exact inference, when T is within the engine's
+ * limit) and the final record. With dir (may be NULL: nothing is written)
  * every record goes to dir/metrics.jsonl first, and save points write the
- * checkpoint and the state; a restored trainer trims the log back to its
- * step and appends. On failure err names the phase ("step 12: ...",
+ * checkpoint and the state; a restored trainer checks that the log is its
+ * run's (the config and settings of its config record; BA_ERR_ARG naming
+ * the first difference), trims the log back to its step and appends. A
+ * run restored at its last step (stopped or killed in the final
+ * evaluation, or finished) is evaluated again, its log's end records
+ * replaced; whether a finished run should be is the caller's call (the CLI
+ * refuses by run.json). On failure err names the phase ("step 12: ...",
  * "final evaluation: ...") and *out says how far the run got; the files
  * of the last save point stay as they were. BA_OK with out->stopped when
- * the stop hook ended it (after a save point). out may be NULL. */
+ * the stop hook ended it (after a save point, also during the final
+ * evaluation). out may be NULL. */
 int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
                    ba_train_outcome *out, char *err);
 

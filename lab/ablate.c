@@ -22,7 +22,10 @@
 static opt ablate_opts[64] = {
     {"task", "charlm|brackets", NULL, "task (required)", 0, 0},
     {"attn", "LIST", "softmax,sigmoid,boltzmann,coupling", "attention variants", 0, 0},
-    {"T", "LIST", "8", "block sizes", 0, 0},
+    {"T", "LIST", "8",
+     "block sizes, each in 1..1024; brackets: at most 64 (41, 32, 27 with 2, 3, 4 --kinds); "
+     "exact boltzmann/coupling: at most 26 (fast engine) or 20 (reference); sampled: at most "
+     "24 (direct, dqa) or 64 (gibbs, sa)", 0, 0},
     {"embd", "LIST", "64", "model widths C", 0, 0},
     {"seeds", "N", "5", "seeds per cell", 0, 0},
     {"seed0", "N", "1", "first seed (seeds are seed0 .. seed0+N-1)", 0, 0},
@@ -30,7 +33,9 @@ static opt ablate_opts[64] = {
     {"no-ffn", NULL, NULL, "run every cell without the FFN only", 0, 0},
     SHARED_TRAIN_OPTS,
     {"out", "DIR", NULL, "grid directory (required); finished cells there are kept", 0, 0},
-    {"summary-only", NULL, NULL, "train nothing: rewrite results and summary from DIR", 0, 0},
+    {"summary-only", NULL, NULL,
+     "train nothing: rewrite results and summary of the grid in DIR (which must hold its "
+     "grid.json)", 0, 0},
     {"share-from", "DIR", NULL,
      "another grid whose finished runs fill this grid's cells when their config and settings "
      "are the same (copied, not rerun); may be given more than once", 0, 0},
@@ -168,6 +173,16 @@ static int parse_grid(const command *c, lab_grid *g)
                 if (ba_config_validate(&cfg, err))
                     return usage_error(c, "%s", err);
             }
+    /* Bracket data is generated in a moment: every T's is built now, so a
+     * T it cannot serve, or a held-out set with nothing to score, is
+     * refused before any cell trains (charlm's file is read once, later). */
+    for (int ti = 0; g->task == BA_TASK_BRACKETS && ti < g->nT; ti++) {
+        ba_dataset *d;
+        if (ba_dataset_brackets(&d, g->T[ti], g->data.kinds, g->data.n_heldout,
+                                g->data.data_seed, err))
+            return usage_error(c, "--T %d: %s", g->T[ti], err);
+        ba_dataset_free(d);
+    }
     return 0;
 }
 
@@ -508,6 +523,14 @@ int cmd_ablate(int argc, char **argv)
     if ((rc = parse_grid(c, &s.g)))
         return rc;
     char path[PATH_LEN], err[BA_ERR_LEN];
+    /* A summary of a grid that was never started would be an empty one
+     * written into a directory made for it. */
+    struct stat gs;
+    if (is_set(c, "summary-only") &&
+        (mkpath(c, path, "%s/grid.json", s.dir) || stat(path, &gs) != 0 || !S_ISREG(gs.st_mode)))
+        return usage_error(c, "--summary-only: %s holds no grid (no grid.json): nothing to "
+                              "summarise",
+                           s.dir);
     if (mkpath(c, path, "%s/runs", s.dir))
         return EXIT_USAGE;
     if (make_dirs(path, err))

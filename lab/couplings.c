@@ -608,6 +608,14 @@ static int choose_inputs(const command *c, int argc, char **argv, const char **c
         return rc;
     if (grid && (rc = grid_ckpts(c, grid, C, owned, n)))
         return rc;
+    /* One run given twice (under two names, say) would count as two seeds
+     * and get a confidence interval it does not have. */
+    for (int i = 0; !grid && i < *n; i++)
+        for (int j = 0; j < i; j++)
+            if (same_file(ckpts[i], ckpts[j]))
+                return usage_error(c, "--ckpt %s and --ckpt %s are the same file: each run may "
+                                      "be given once",
+                                   ckpts[j], ckpts[i]);
     for (int i = 0; grid && i < *n; i++)
         ckpts[i] = owned[i];
     if (is_set(c, "out")) {

@@ -22,11 +22,18 @@
 #include <unistd.h>
 
 #define MAX_LIST 32
+/* The largest n taken from a checkpoint's T without --n. At n = 20 a run
+ * holds 40 MiB and an anneal of 200 Trotter steps takes about a second on
+ * two cores; each spin more doubles both, so n = 24 (the simulator's limit)
+ * needs 640 MiB and about 50 s an anneal, 20 minutes for the default
+ * sweep's 25. A size that costly runs only when asked for. */
+#define DQA_AUTO_MAX_N 20
 
 static opt dqa_opts[] = {
-    {"n", "N", "8; T with --ckpt",
-     "spins (qubits) per instance, 1..24 (with --ckpt at most T: the query at position N-1)", 0,
-     0},
+    {"n", "N", "8; with --ckpt T, if at most 20",
+     "spins (qubits) per instance, 1..24 (with --ckpt at most T: the query at position N-1); "
+     "memory (5 arrays of 2^N doubles, 640 MiB at 24) and time double with each spin, so a "
+     "checkpoint's T above 20 is refused without --n", 0, 0},
     {"instances", "K", "5",
      "instances: random draws, or the first K evaluation items with --ckpt", 0, 0},
     {"seed", "N", "1", "seed of the random instances", 0, 0},
@@ -54,7 +61,7 @@ static opt dqa_opts[] = {
      "default parameters (direct, gibbs, sa, dqa) and the exact distribution, on --instances "
      "random instances of each size in --sizes", 0, 0},
     {"sizes", "LIST", "8,12", "with --compare-samplers: the system sizes n (at most 16)", 0, 0},
-    {"threads", "N", "all cores", "OpenMP threads", 0, 0},
+    {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command dqa_cmd = {
@@ -69,7 +76,9 @@ static const command dqa_cmd = {
     "tv_trotter; a row per instance and setting, then mean and sd rows; tv_trotter is\n"
     "nan without --ref-steps), DIR/dqa.dat, DIR/dqa.gp and, when gnuplot is on PATH,\n"
     "DIR/dqa.png (TV and beta_eff against tau, one curve per M and lambda, error bars:\n"
-    "sd over instances). Exit status: 0 ok, 1 runtime failure, 2 bad usage or input.",
+    "sd over instances). States n, the memory and the anneals before it starts; on a\n"
+    "terminal, a progress line with an ETA on stderr. Exit status: 0 ok, 1 runtime\n"
+    "failure, 2 bad usage or input.",
     dqa_opts};
 
 /* The measures of one instance and setting, in CSV order: TV(dqa, exact),
@@ -162,6 +171,45 @@ static int write_plot_files(const command *c, const char *dir, const sweep *w,
     return out_close(c, &o, path);
 }
 
+/* What a run at n costs, said before it starts and when a size is refused:
+ * the 2^n-double arrays held at the peak and the anneals. The run holds the
+ * exact, dqa and beta_eff distributions (and the reference one with
+ * --ref-steps) throughout; an anneal adds its two state arrays (the beta
+ * fit's 1.5 arrays and the exact distribution's half array come at other
+ * times and fit within them). */
+typedef struct {
+    int held, arrays; /* held through the run; at the peak */
+    double bytes;     /* at the peak: arrays * 2^n doubles */
+    long anneals;     /* over all instances, reference anneals included */
+    double steps;     /* Trotter steps over all instances */
+} run_cost;
+
+static run_cost cost_of(const sweep *w, int K, int n)
+{
+    run_cost r;
+    r.held = w->ref_steps ? 4 : 3;
+    r.arrays = r.held + 2;
+    r.bytes = r.arrays * ldexp((double)sizeof(double), n);
+    double msum = 0.0;
+    for (int i = 0; i < w->nm; i++)
+        msum += w->steps[i];
+    long per = (long)w->nl * w->nt;
+    r.anneals = (long)K * per * (w->nm + (w->ref_steps ? 1 : 0));
+    r.steps = (double)K * per * (msum + w->ref_steps);
+    return r;
+}
+
+/* "2 KiB", "40 MiB", "1.5 GiB" (rounded up below a GiB). */
+static void fmt_bytes(double b, char *buf, size_t len)
+{
+    if (b < 1048576.0)
+        snprintf(buf, len, "%.0f KiB", ceil(b / 1024.0));
+    else if (b < 1024.0 * 1048576.0)
+        snprintf(buf, len, "%.0f MiB", ceil(b / 1048576.0));
+    else
+        snprintf(buf, len, "%.1f GiB", b / (1024.0 * 1048576.0));
+}
+
 /* The instances' source: random, or a checkpoint (its model, the couplings
  * of the chosen layer and head, and the evaluation data whose layer-0
  * fields the instances take). */
@@ -171,6 +219,7 @@ typedef struct {
     const ba_real *J; /* (T,T) of the chosen layer and head */
     int T, head;
     int fields;   /* 1: layer-0 fields from the data, 0: h = 0 (coupling), -1: random */
+    int check;    /* with fields 1: the model runs exact, its attention checks the fields */
     int *in, *tg; /* (T) one evaluation item */
 } source;
 
@@ -209,8 +258,61 @@ static int open_source_data(const command *c, const char *ckpt, const ba_data_sp
     return 0;
 }
 
+/* n from the checkpoint's T: --n when given (at most T and the simulator's
+ * limit), else min(T, 24) — refused (exit 2, before any work) above
+ * DQA_AUTO_MAX_N, naming the size, its cost and the option that asks for
+ * it, since nobody asked for minutes of work and hundreds of MiB. */
+static int ckpt_size(const command *c, const char *ckpt, const sweep *w, int K, int T, int *n)
+{
+    *n = T < BA_DQA_MAX_SPINS ? T : BA_DQA_MAX_SPINS;
+    if (is_set(c, "n"))
+        return get_int(c, "n", 1, *n, n);
+    if (*n <= DQA_AUTO_MAX_N)
+        return 0;
+    run_cost r = cost_of(w, K, *n);
+    char mem[32], capped[64] = "";
+    fmt_bytes(r.bytes, mem, sizeof mem);
+    if (T > *n)
+        snprintf(capped, sizeof capped, ", capped at the simulator's %d", BA_DQA_MAX_SPINS);
+    return usage_error(c,
+                       "%s has T = %d, so n would be %d spins (its T%s): 2^%d states, about "
+                       "%s of memory (%d arrays of 2^%d doubles) and %ld anneal%s of 2^%d "
+                       "amplitudes, %.0f Trotter steps in all. Without --n, n is at most %d; "
+                       "give --n %d to run this size anyway, or a smaller --n",
+                       ckpt, T, *n, capped, *n, mem, r.arrays, *n, r.anneals,
+                       r.anneals == 1 ? "" : "s", *n, r.steps, DQA_AUTO_MAX_N, *n);
+}
+
+/* The layer-0 fields are checked against the model's exact attention: the
+ * model is switched to exact inference for good (this tool only reads its
+ * fields and attention). A model that samples its attention at a T past
+ * exact inference keeps its sampler: layer 0's fields come before any
+ * attention, so they are the same, but there is no exact attention to
+ * check them against (a sampled one differs by shot noise). */
+static int use_exact(const command *c, source *src)
+{
+    char err[BA_ERR_LEN];
+    ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
+    const ba_config *cfg = ba_model_config(src->m);
+    ba_sampler_kind own = cfg->sampler.kind;
+    int st = ba_model_set_sampler(src->m, &exact, err);
+    src->check = st == BA_OK;
+    if (st == BA_ERR_LIMIT)
+        fprintf(stderr,
+                "note: the model samples its attention (%s) and its T = %d is beyond exact "
+                "inference (the %s engine's limit is %d spins): the fields are layer 0's all "
+                "the same, but the fields check against the model's exact attention is "
+                "skipped\n",
+                ba_sampler_name(own), src->T, ba_engine_name(cfg->engine),
+                ba_engine_max_spins(cfg->engine));
+    else if (st)
+        return fail_lib(c, err, 1);
+    return 0;
+}
+
 /* Opens --ckpt: exit code, 0 on success (src filled, *n set). */
-static int open_ckpt(const command *c, const char *ckpt, int K, int layer, source *src, int *n)
+static int open_ckpt(const command *c, const char *ckpt, const sweep *w, int K, int layer,
+                     source *src, int *n)
 {
     char err[BA_ERR_LEN];
     ba_data_spec spec;
@@ -228,8 +330,7 @@ static int open_ckpt(const command *c, const char *ckpt, int K, int layer, sourc
     if (src->head >= H)
         return usage_error(c, "--head %d: the model has %d head%s", src->head, H,
                            H == 1 ? "" : "s");
-    *n = T < BA_DQA_MAX_SPINS ? T : BA_DQA_MAX_SPINS;
-    if (is_set(c, "n") && (rc = get_int(c, "n", 1, *n, n)))
+    if ((rc = ckpt_size(c, ckpt, w, K, T, n)))
         return rc;
     char name[64];
     snprintf(name, sizeof name, "blocks.%d.attn.J", layer);
@@ -255,35 +356,39 @@ static int open_ckpt(const command *c, const char *ckpt, int K, int layer, sourc
         return 0;
     }
     src->fields = 1;
+    if ((rc = use_exact(c, src)))
+        return rc;
     return open_source_data(c, ckpt, &spec, src, K);
 }
 
 /* The layer-0 fields of query n-1 of evaluation item k (head src->head)
- * from the model's own forward pass, with exact inference whatever the
- * checkpoint's sampler; *maxdiff: the largest difference between that
- * query's attention weights and the ones h and J give through the exact
- * engine (the check that h and J are the model's). */
+ * from the model's own forward pass. With src->check, the model runs exact
+ * inference (use_exact) and *maxdiff is the largest difference between
+ * that query's attention weights and the ones h and J give through the
+ * exact engine (the check that h and J are the model's; the model's
+ * sampled attention would differ by its shot noise); else *maxdiff = NAN. */
 static int model_fields(source *src, int k, int n, const double *J, double *h, double *maxdiff,
                         char *err)
 {
     ba_model *m = src->m;
-    ba_sampler own = ba_model_config(m)->sampler, exact = ba_sampler_default(BA_SAMPLER_EXACT);
-    int T = src->T, st = ba_model_set_sampler(m, &exact, err);
+    int T = src->T;
     ba_dataset_eval_item(src->data, k, src->in, src->tg);
-    if (st == BA_OK && (st = ba_model_forward(m, src->in, NULL, 1, T, NULL, err)) == BA_OK)
-        st = ba_model_fields(m, 0, src->head, 0, n - 1, h, err);
-    double logw[BA_DQA_MAX_SPINS], z = 0.0;
+    int st = ba_model_forward(m, src->in, NULL, 1, T, NULL, err);
     if (st == BA_OK)
-        st = ba_ising_marginals(BA_ENGINE_FAST, n, h, J, n, logw, err);
+        st = ba_model_fields(m, 0, src->head, 0, n - 1, h, err);
+    *maxdiff = NAN;
+    if (st || !src->check)
+        return st;
+    double logw[BA_DQA_MAX_SPINS], z = 0.0;
+    if ((st = ba_ising_marginals(BA_ENGINE_FAST, n, h, J, n, logw, err)))
+        return st;
     const ba_real *att = ba_model_attention(m, 0) + ((size_t)src->head * T + (n - 1)) * T;
-    for (int j = 0; st == BA_OK && j < n; j++)
+    for (int j = 0; j < n; j++)
         z += exp(logw[j]);
     *maxdiff = 0.0;
-    for (int j = 0; st == BA_OK && j < n; j++)
+    for (int j = 0; j < n; j++)
         *maxdiff = fmax(*maxdiff, fabs(exp(logw[j]) / z - (double)att[j]));
-    char why[BA_ERR_LEN];
-    int st2 = ba_model_set_sampler(m, &own, why);
-    return st ? st : st2 ? ba_fail(err, st2, "%s", why) : BA_OK;
+    return BA_OK;
 }
 
 /* Instance k's fields and couplings into h (n) and J (n,n); hp gets h or
@@ -309,41 +414,102 @@ static int make_instance(const command *c, source *src, int has_ckpt, int k, int
     int st = model_fields(src, k, n, J, h, &md, err);
     if (st)
         return fail_lib(c, err, 1);
+    if (!src->check)
+        return 0;
     /* the model runs in float: its weights carry ~1e-7 relative error */
     *maxcheck = fmax(*maxcheck, md);
     if (!(md < 1e-4)) {
         fprintf(stderr, "%s %s: item %d: the fields give attention weights %g away from the "
-                        "model's\n", prog, c->cmd, k, md);
+                        "model's exact attention\n", prog, c->cmd, k, md);
         return 1;
     }
     return 0;
 }
 
-/* Every setting of the sweep on one instance: v[s] for setting s. pe, pd,
- * pb, pr: 2^n scratch distributions. */
+/* The progress line on a terminal: stderr, redrawn as each anneal starts
+ * (at most five times a second), with the anneals done, the share of the
+ * Trotter steps done, the elapsed time and the ETA at the rate so far.
+ * Nothing when stderr is not a terminal, so logs and pipes stay clean. */
+typedef struct {
+    int on, drawn;
+    long done_anneals, anneals;
+    double t0, tlast, done, total; /* Trotter steps */
+} progress;
+
+static void progress_draw(progress *p)
+{
+    double t = now_s();
+    if (!p->on || (p->tlast >= 0 && t - p->tlast < 0.2))
+        return;
+    p->tlast = t;
+    double el = t - p->t0;
+    char elb[32], eta[32];
+    fmt_duration(el, elb, sizeof elb);
+    fmt_duration(p->done > 0 ? el / p->done * (p->total - p->done) : NAN, eta, sizeof eta);
+    fprintf(stderr, "\ranneal %ld/%ld  %3.0f%%  %s elapsed  ETA %s   ", p->done_anneals + 1,
+            p->anneals, 100.0 * p->done / p->total, elb, eta);
+    fflush(stderr);
+    p->drawn = 1;
+}
+
+/* Wipes the line (before a message, and at the end). */
+static void progress_clear(progress *p)
+{
+    if (p->drawn)
+        fprintf(stderr, "\r%60s\r", "");
+    p->drawn = 0, p->tlast = -1.0;
+}
+
+/* One anneal into p (the reference anneal or a measured one), with the
+ * progress line. */
+static int anneal(const command *c, progress *pg, const ba_sampler *s, int n, const double *h,
+                  const double *J, double *p)
+{
+    char err[BA_ERR_LEN];
+    progress_draw(pg);
+    int st = ba_dqa_distribution(s, n, h, J, n, p, err);
+    if (st) {
+        progress_clear(pg);
+        return fail_lib(c, err, input_status(st));
+    }
+    pg->done += s->trotter_steps, pg->done_anneals++;
+    return 0;
+}
+
+/* The scratch of the measurements: 2^n distributions (pr only with
+ * --ref-steps), the progress line, and the count of failed beta fits. */
+typedef struct {
+    double *pe, *pd, *pb, *pr;
+    progress pg;
+    int fitfail;
+} workspace;
+
+/* Every setting of the sweep on one instance: v[s] for setting s. */
 static int measure(const command *c, const sweep *w, int k, int n, const double *h,
-                   const double *J, result *v, double *pe, double *pd, double *pb, double *pr,
-                   int *fitfail)
+                   const double *J, result *v, workspace *ws)
 {
     char err[BA_ERR_LEN];
     size_t N = (size_t)1 << n;
+    double *pe = ws->pe, *pd = ws->pd, *pb = ws->pb, *pr = ws->pr;
     int st = ba_boltzmann_distribution(n, h, J, n, 1.0, pe, err);
-    if (st)
+    if (st) {
+        progress_clear(&ws->pg);
         return fail_lib(c, err, 1);
+    }
     for (int li = 0; li < w->nl; li++)
         for (int ti = 0; ti < w->nt; ti++) {
             ba_sampler s = ba_sampler_default(BA_SAMPLER_DQA);
             s.tau = w->tau[ti], s.gamma = w->gamma, s.lambda = w->lam[li], s.order = w->order;
             if (w->ref_steps) { /* the reference anneal of the Trotter error */
                 s.trotter_steps = w->ref_steps;
-                if ((st = ba_dqa_distribution(&s, n, h, J, n, pr, err)))
-                    return fail_lib(c, err, input_status(st));
+                if ((st = anneal(c, &ws->pg, &s, n, h, J, pr)))
+                    return st;
             }
             for (int mi = 0; mi < w->nm; mi++) {
                 s.trotter_steps = (int)w->steps[mi];
                 double *x = v[(li * w->nm + mi) * w->nt + ti].v;
-                if ((st = ba_dqa_distribution(&s, n, h, J, n, pd, err)))
-                    return fail_lib(c, err, input_status(st));
+                if ((st = anneal(c, &ws->pg, &s, n, h, J, pd)))
+                    return st;
                 x[M_TV] = ba_tv_distance(pd, pe, N);
                 x[M_KL] = ba_kl_divergence(pd, pe, N);
                 x[M_TVT] = w->ref_steps ? ba_tv_distance(pd, pr, N) : NAN;
@@ -351,10 +517,12 @@ static int measure(const command *c, const sweep *w, int k, int n, const double 
                 if (ba_fit_beta(n, h, J, n, pd, &x[M_BETA], &x[M_R2], err) == BA_OK &&
                     ba_boltzmann_distribution(n, h, J, n, x[M_BETA], pb, err) == BA_OK)
                     x[M_TVB] = ba_tv_distance(pd, pb, N);
-                else if (!(*fitfail)++)
+                else if (!ws->fitfail++) {
+                    progress_clear(&ws->pg);
                     fprintf(stderr, "note: instance %d, tau %g, M %d, lambda %g: no beta "
                                     "fit (%s); written as nan\n",
                             k, s.tau, s.trotter_steps, s.lambda, err);
+                }
             }
         }
     return 0;
@@ -457,7 +625,8 @@ static int parse_dqa_opts(const command *c, sweep *w, int *K, int *layer, uint64
 }
 
 /* The instances: their source, n, and the output directory. */
-static int open_instances(const command *c, source *src, int K, int layer, int *n, char *dir)
+static int open_instances(const command *c, const sweep *w, source *src, int K, int layer,
+                          int *n, char *dir)
 {
     int rc;
     const char *ckpt = get_str(c, "ckpt");
@@ -472,7 +641,7 @@ static int open_instances(const command *c, source *src, int K, int layer, int *
         if (is_set(c, "j-std"))
             return usage_error(c, "--j-std does not apply with --ckpt: the couplings are "
                                   "the checkpoint's");
-        if ((rc = open_ckpt(c, ckpt, K, layer, src, n)))
+        if ((rc = open_ckpt(c, ckpt, w, K, layer, src, n)))
             return rc;
     }
     const char *o = get_str(c, "out");
@@ -491,95 +660,77 @@ static int run_instances(const command *c, source *src, const sweep *w, int K, i
                          uint64_t seed, double hstd, double jstd, result *res)
 {
     size_t N = (size_t)1 << n;
+    run_cost r = cost_of(w, K, n);
+    workspace ws;
+    memset(&ws, 0, sizeof ws);
     double *h = malloc(sizeof(double) * (size_t)n), *J = calloc((size_t)n * n, sizeof(double));
-    double *pe = malloc(sizeof(double) * N), *pd = malloc(sizeof(double) * N),
-           *pb = malloc(sizeof(double) * N), *pr = malloc(sizeof(double) * N);
-    int code = 0, fitfail = 0, has_ckpt = src->m != NULL;
+    ws.pe = malloc(sizeof(double) * N), ws.pd = malloc(sizeof(double) * N);
+    ws.pb = malloc(sizeof(double) * N);
+    ws.pr = w->ref_steps ? malloc(sizeof(double) * N) : NULL;
+    int code = 0, has_ckpt = src->m != NULL;
     double maxcheck = 0.0; /* largest attention difference of the field check */
-    if (!h || !J || !pe || !pd || !pb || !pr) {
-        fprintf(stderr, "%s %s: out of memory for n = %d\n", prog, c->cmd, n);
+    /* The anneal's two state arrays come and go inside the library: asking
+     * for them once here makes a memory limit fail now, with the figure,
+     * rather than after the first instance's work. */
+    void *probe = malloc(2 * sizeof(double) * N);
+    if (!h || !J || !ws.pe || !ws.pd || !ws.pb || (w->ref_steps && !ws.pr) || !probe) {
+        char peak[32];
+        fmt_bytes(r.bytes, peak, sizeof peak);
+        fprintf(stderr, "%s %s: out of memory for n = %d: asked for %s (%d arrays of 2^%d "
+                        "doubles, the run's peak); each spin fewer halves it\n",
+                prog, c->cmd, n, peak, r.arrays, n);
         code = 1;
     }
+    free(probe);
     ba_rng rng;
     ba_rng_seed(&rng, seed);
+    ws.pg.on = isatty(STDERR_FILENO), ws.pg.anneals = r.anneals, ws.pg.total = r.steps;
+    ws.pg.t0 = now_s(), ws.pg.tlast = -1.0;
     for (int k = 0; k < K && !code; k++) {
         const double *hp;
-        code = make_instance(c, src, has_ckpt, k, n, hstd, jstd, &rng, h, J, &hp, &maxcheck) ||
-               measure(c, w, k, n, hp, J, res + (size_t)k * n_settings(w), pe, pd, pb, pr,
-                       &fitfail);
+        code = make_instance(c, src, has_ckpt, k, n, hstd, jstd, &rng, h, J, &hp, &maxcheck);
+        if (code)
+            progress_clear(&ws.pg);
+        else
+            code = measure(c, w, k, n, hp, J, res + (size_t)k * n_settings(w), &ws);
     }
-    if (!code && has_ckpt && src->fields == 1)
-        printf("fields check: h and J give the model's layer-0 attention of query %d to "
-               "within %.1e\n", n - 1, maxcheck);
-    free(h), free(J), free(pe), free(pd), free(pb), free(pr);
+    progress_clear(&ws.pg);
+    if (!code && has_ckpt && src->fields == 1 && src->check)
+        printf("fields check: h and J give the model's exact layer-0 attention of query %d "
+               "to within %.1e\n", n - 1, maxcheck);
+    else if (!code && has_ckpt && src->fields == 1)
+        printf("fields check: skipped (no exact inference at the model's T = %d)\n", src->T);
+    free(h), free(J), free(ws.pe), free(ws.pd), free(ws.pb), free(ws.pr);
     return code;
 }
 
-/* --compare-samplers: every sampler at its defaults against the exact
- * distribution, S shots each, on random instances drawn from one stream
- * (the instance, then each sampler's shots, in turn). The direct sampler's
- * figure is the shot noise of S shots alone. */
-static int compare_samplers(const command *c)
+/* What the run does and what it costs, before the work starts (the cost
+ * matters from n of about 20: memory and time double with each spin). */
+static void print_header(const command *c, const sweep *w, const source *src, int K, int n,
+                         const char *desc)
 {
-    int S, K, rc, sizes[16], ns;
-    uint64_t seed;
-    double hstd, jstd;
-    if ((rc = get_int(c, "compare-samplers", 1, 1 << 24, &S)) ||
-        (rc = get_int(c, "instances", 1, 100000, &K)) || (rc = get_u64(c, "seed", &seed)) ||
-        (rc = get_double(c, "h-std", 0, 100, &hstd)) ||
-        (rc = get_double(c, "j-std", 0, 100, &jstd)) ||
-        (rc = get_int_list(c, "sizes", 1, 16, sizes, 16, &ns)) || (rc = apply_threads(c)))
-        return rc;
-    static const char *const sweep_only[] = {"ckpt", "layer", "head", "data", "tau", "steps",
-                                             "lambda", "gamma", "order", "ref-steps", "n"};
-    for (size_t i = 0; i < sizeof sweep_only / sizeof sweep_only[0]; i++)
-        if (is_set(c, sweep_only[i]))
-            return usage_error(c, "--%s does not apply with --compare-samplers", sweep_only[i]);
-    printf("total variation between %d shots and the exact beta = 1 distribution (default "
-           "parameters;\nthe direct sampler's is shot noise alone), %d instance%s per n:\n",
-           S, K, K == 1 ? "" : "s");
-    printf("%3s %4s %9s %9s %9s %9s\n", "n", "inst", "direct", "gibbs", "sa", "dqa");
-    char err[BA_ERR_LEN];
-    ba_rng rng;
-    ba_rng_seed(&rng, seed);
-    uint64_t *shots = malloc(sizeof(uint64_t) * (size_t)S);
-    double *p = malloc(sizeof(double) << 16), *q = malloc(sizeof(double) << 16);
-    int code = !shots || !p || !q ? fail_lib(c, "out of memory", 1) : 0;
-    static const ba_sampler_kind kinds[4] = {BA_SAMPLER_DIRECT, BA_SAMPLER_GIBBS, BA_SAMPLER_SA,
-                                             BA_SAMPLER_DQA};
-    for (int t = 0; t < ns && !code; t++) {
-        int n = sizes[t];
-        size_t N = (size_t)1 << n;
-        double h[16], J[16 * 16];
-        for (int k = 0; k < K && !code; k++) {
-            for (int j = 0; j < n; j++) {
-                h[j] = hstd * ba_rng_normal(&rng);
-                for (int l = 0; l < n; l++)
-                    J[j * n + l] = l > j ? jstd * ba_rng_normal(&rng) : 0.0;
-            }
-            if (ba_boltzmann_distribution(n, h, J, n, 1.0, p, err)) {
-                code = fail_lib(c, err, 1);
-                break;
-            }
-            printf("%3d %4d", n, k);
-            for (int ki = 0; ki < 4 && !code; ki++) {
-                ba_sampler s = ba_sampler_default(kinds[ki]);
-                s.shots = S;
-                if (ba_sample(&s, n, h, J, n, &rng, shots, err)) {
-                    code = fail_lib(c, err, 1);
-                    break;
-                }
-                memset(q, 0, sizeof(double) * N);
-                for (int i = 0; i < S; i++)
-                    q[shots[i]] += 1.0 / S;
-                printf(" %9.4f", ba_tv_distance(q, p, N));
-            }
-            printf("\n");
-            fflush(stdout);
-        }
+    int S = n_settings(w);
+    run_cost r = cost_of(w, K, n);
+    char mem[32];
+    fmt_bytes(r.bytes, mem, sizeof mem);
+    printf("dqa: %d instance%s (%s), n = %d; Gamma = %g, order %d; %d setting%s\n", K,
+           K == 1 ? "" : "s", desc, n, w->gamma, w->order, S, S == 1 ? "" : "s");
+    printf("size: n = %d (%s), 2^%d = %.0f states; memory about %s at the peak (%d arrays of "
+           "2^%d doubles); %ld anneal%s, %.0f Trotter step%s in all\n",
+           n, is_set(c, "n") ? "--n" : is_set(c, "ckpt") ? "the checkpoint's T" : "the default",
+           n, ldexp(1.0, n), mem, r.arrays, n, r.anneals, r.anneals == 1 ? "" : "s", r.steps,
+           r.steps == 1 ? "" : "s");
+    /* The model's exact forward (the fields check) keeps the fast engine's
+     * kernels, 2^(T+1) doubles per layer and head, whatever n is. */
+    const ba_config *cfg = src->m ? ba_model_config(src->m) : NULL;
+    double mb = cfg ? cfg->n_layer * cfg->n_head * ldexp(2.0 * sizeof(double), src->T) : 0.0;
+    if (cfg && src->fields == 1 && src->check && cfg->engine == BA_ENGINE_FAST &&
+        mb >= 1048576.0) {
+        fmt_bytes(mb, mem, sizeof mem);
+        printf("model: its exact forward at T = %d (the fields check) holds about %s more "
+               "(the fast engine's kernels)\n", src->T, mem);
     }
-    free(shots), free(p), free(q);
-    return code;
+    fflush(stdout);
 }
 
 int cmd_dqa(int argc, char **argv)
@@ -589,7 +740,7 @@ int cmd_dqa(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     if (is_set(c, "compare-samplers"))
-        return compare_samplers(c);
+        return dqa_compare_samplers(c);
     if (is_set(c, "sizes"))
         return usage_error(c, "--sizes needs --compare-samplers");
     sweep w;
@@ -601,7 +752,7 @@ int cmd_dqa(int argc, char **argv)
     memset(&src, 0, sizeof src);
     char dir[PATH_LEN];
     if ((rc = parse_dqa_opts(c, &w, &K, &layer, &seed, &hstd, &jstd, &src.head)) ||
-        (rc = open_instances(c, &src, K, layer, &n, dir))) {
+        (rc = open_instances(c, &w, &src, K, layer, &n, dir))) {
         source_free(&src);
         return rc;
     }
@@ -621,11 +772,8 @@ int cmd_dqa(int argc, char **argv)
                                    : "random fields");
     else
         snprintf(desc, sizeof desc, "random, h ~ N(0, %g), J ~ N(0, %g)", hstd, jstd);
-    if (!code) {
-        printf("dqa: %d instance%s (%s), n = %d; Gamma = %g, order %d; %d setting%s\n", K,
-               K == 1 ? "" : "s", desc, n, w.gamma, w.order, S, S == 1 ? "" : "s");
-        fflush(stdout);
-    }
+    if (!code)
+        print_header(c, &w, &src, K, n, desc);
     double t0 = now_s();
     if (!code)
         code = run_instances(c, &src, &w, K, n, seed, hstd, jstd, res);
@@ -641,7 +789,8 @@ int cmd_dqa(int argc, char **argv)
     if (!code) {
         print_summary(&w, sm, K, now_s() - t0);
         code = write_csv(c, dir, &w, res, sm, K, n) ||
-               write_plot_files(c, dir, &w, stv, sb, n, K, ckpt ? "checkpoint" : "random instances");
+               write_plot_files(c, dir, &w, stv, sb, n, K,
+                                ckpt ? "checkpoint" : "random instances");
     }
     if (!code) {
         printf("wrote %s/dqa.csv, dqa.dat, dqa.gp\n", dir);

@@ -173,4 +173,8 @@ typedef struct {
 /* Every (T, C, FFN, arm) row in summary order; *rows malloc'd. */
 int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n);
 
+/* dqa --compare-samplers (lab/dqa_compare.c): the option values come from
+ * the dqa command's table; 0 or an exit code after printing. */
+int dqa_compare_samplers(const command *c);
+
 #endif

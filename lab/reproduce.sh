@@ -24,6 +24,24 @@ start=$(date +%s)
 ONLY=()
 [ -n "${SUMMARY_ONLY:-}" ] && ONLY=(--summary-only)
 
+# ablate ARGS...: `boltzattn ablate`; with SUMMARY_ONLY a grid that was
+# never started (no grid.json under its --out) is skipped with a note,
+# since ablate refuses to summarise what does not exist.
+ablate() {
+    if [ -n "${SUMMARY_ONLY:-}" ]; then
+        local out="" prev=""
+        for a in "$@"; do
+            [ "$prev" = --out ] && out=$a
+            prev=$a
+        done
+        if [ ! -f "$out/grid.json" ]; then
+            echo "reproduce: $out was never started; nothing to summarise" >&2
+            return 0
+        fi
+    fi
+    "$BIN" ablate "$@"
+}
+
 # Settings shared by every variant of a comparison (the same seeds, data
 # order and hyperparameters) and a fixed budget of steps; the report
 # measures how much the validation curves still move at the end (its
@@ -34,8 +52,8 @@ quick)
     # direction of each effect
     BR=(--steps 2000 --batch 32 --lr 3e-3 --seeds 3)
     LM=(--steps 3000 --batch 32 --lr 3e-3 --seeds 3 --eval-items 256)
-    "$BIN" ablate --task brackets --T 8,12,16 --embd 8 --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets"
-    "$BIN" ablate --task charlm --T 4,8,12 --embd 32 "${LM[@]}" --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm"
+    ablate --task brackets --T 8,12,16 --embd 8 --no-ffn-too "${BR[@]}" "${ONLY[@]}" --out "$OUT/brackets"
+    ablate --task charlm --T 4,8,12 --embd 32 "${LM[@]}" --data "$DATA" "${ONLY[@]}" --out "$OUT/charlm"
     ;;
 full)
     # Hours (many, on 2 cores): the width sweep at T = 16, then T at the
@@ -61,22 +79,22 @@ full)
         # The paper's headline (charlm T = 12) with 10 seeds, so the
         # interval of a 1 % effect excludes zero; the T sweep reuses its
         # first 5.
-        "$BIN" ablate --task charlm --T 12 --embd "$LM_C" "${LM[@]}" --seeds 10 --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-T12"
+        ablate --task charlm --T 12 --embd "$LM_C" "${LM[@]}" --seeds 10 --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-T12"
         # Convergence check of the headline row: the same runs with twice
         # the steps (5 seeds, softmax and boltzmann).
-        "$BIN" ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 40000 --batch 32 \
+        ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 40000 --batch 32 \
             --lr 3e-3 --seeds 5 --eval-every 4000 --eval-items 512 --log-every 400 --data "$DATA" \
             "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-40k"
         # and with four times the steps (5 seeds): is the effect stable as
         # the budget grows, while perplexity still falls?
-        "$BIN" ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 80000 --batch 32 \
+        ablate --task charlm --attn softmax,boltzmann --T 12 --embd "$LM_C" --steps 80000 --batch 32 \
             --lr 3e-3 --seeds 5 --eval-every 8000 --eval-items 512 --log-every 800 --data "$DATA" \
             "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-80k"
-        "$BIN" ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-width"
+        ablate --task charlm --T 16 --embd 8,16,32,64 "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-width"
         # Cells shared with the width sweep or the headline (the same
         # config and settings, as their run records say) are copied, not
         # rerun.
-        "$BIN" ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" \
+        ablate --task charlm --T 4,8,12,16,20 --embd "$LM_C" "${LM[@]}" --data "$DATA" "${TH[@]}" "${ONLY[@]}" \
             --share-from "$OUT/charlm-width" --share-from "$OUT/charlm-T12" --out "$OUT/charlm"
         # then help with the last brackets grid: ablate locks each cell it
         # trains, so two processes on one grid share its cells
@@ -85,12 +103,12 @@ full)
     brackets_t24() {
         # T = 24 costs about 0.6 s per boltzmann step on one thread: a
         # shorter, documented budget (2,000 steps), not a converged run.
-        "$BIN" ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
+        ablate --task brackets --T 24 --embd "$BR_C" --no-ffn-too --steps 2000 --batch 32 --lr 3e-3 \
             --seeds 5 --eval-every 500 --eval-items 2000 --log-every 50 "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T24"
     }
     brackets_chain() {
-        "$BIN" ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
-        "$BIN" ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" \
+        ablate --task brackets --T 16 --embd 4,8,16,32,64 --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-width"
+        ablate --task brackets --T 8,12,16,20 --embd "$BR_C" --no-ffn-too "${BR[@]}" "${TH[@]}" "${ONLY[@]}" \
             --share-from "$OUT/brackets-width" --out "$OUT/brackets"
         brackets_t24
     }
@@ -112,9 +130,9 @@ samplers)
     SM=(--attn softmax,boltzmann --T 8 --seeds 3 --steps 1000 --batch 32 --lr 3e-3
         --sampler exact,direct,dqa,gibbs,sa --shots 64,256,1024 --sa-sweeps 5 --log-every 50
         --threads 1)
-    "$BIN" ablate --task brackets --embd 16 "${SM[@]}" "${ONLY[@]}" --out "$OUT/brackets" &
+    ablate --task brackets --embd 16 "${SM[@]}" "${ONLY[@]}" --out "$OUT/brackets" &
     bpid=$!
-    "$BIN" ablate --task charlm --embd 32 --eval-items 256 "${SM[@]}" --data "$DATA" "${ONLY[@]}" \
+    ablate --task charlm --embd 32 --eval-items 256 "${SM[@]}" --data "$DATA" "${ONLY[@]}" \
         --out "$OUT/charlm"
     wait "$bpid"
     ;;

@@ -381,3 +381,38 @@ int ba_batch_load(const char *path, int **inputs, int **targets, int *B, int *T,
     return rc;
 }
 
+
+int ba_batch_check(const ba_config *cfg, const int *inputs, const int *targets, int B, int T,
+                   char *err)
+{
+    if (!cfg || !inputs || !targets)
+        return ba_fail(err, BA_ERR_ARG, "ba_batch_check: no argument may be NULL");
+    int rc = ba_inputs_check(cfg, inputs, B, T, err);
+    if (rc)
+        return rc;
+    size_t N = (size_t)B * (size_t)T, n_targets = 0;
+    /* Where a target sits is said as the file's own coordinates (batch
+     * row, position), not the flat index a model's rows are laid out in. */
+    for (size_t i = 0; i < N; i++) {
+        int tg = targets[i], t = (int)(i % (size_t)T);
+        if (tg == -1)
+            continue;
+        if (cfg->head == BA_HEAD_POINTER && (tg < 0 || tg >= t))
+            return ba_fail(err, BA_ERR_ARG,
+                           "target %d at batch %zu position %d must point at an earlier "
+                           "position in [0, %d)",
+                           tg, i / (size_t)T, t, t);
+        if (cfg->head != BA_HEAD_POINTER && (tg < 0 || tg >= cfg->out_size))
+            return ba_fail(err, BA_ERR_ARG,
+                           "target %d at batch %zu position %d is outside [0, %d) (or -1 for "
+                           "none)",
+                           tg, i / (size_t)T, t, cfg->out_size);
+        n_targets++;
+    }
+    /* A loss over no targets would be reported as 0, a perfect score. */
+    if (n_targets == 0)
+        return ba_fail(err, BA_ERR_ARG,
+                       "the batch has no targets (all %zu are -1): there is no loss to compute",
+                       N);
+    return BA_OK;
+}

@@ -278,8 +278,12 @@ int ba_sampler_from_json(const char *json, ba_sampler *out, char *err)
 {
     if (!json || !out)
         return ba_fail(err, BA_ERR_ARG, "ba_sampler_from_json: json and out must not be NULL");
+    int rc = ba_json_check_text(json, strlen(json), "sampler", err);
+    if (rc)
+        return rc;
     cJSON *so = cJSON_Parse(json);
-    int rc = sampler_from_object(so, out, err);
+    if (!(rc = ba_json_check_keys(so, "sampler", err)))
+        rc = sampler_from_object(so, out, err);
     cJSON_Delete(so);
     return rc;
 }
@@ -519,12 +523,17 @@ int ba_config_from_object(const cJSON *o, ba_config *cfg, ba_data_spec *spec, ch
 {
     if (!cJSON_IsObject(o))
         return ba_fail(err, BA_ERR_FORMAT, "config is %s, not a JSON object", ba_json_type(o));
+    /* cJSON reads the first of a repeated key, other readers the last: a
+     * config must mean one thing. */
+    int rc = ba_json_check_keys(o, "config", err);
+    if (rc)
+        return rc;
     /* Defaults for the optional fields; the outputs are written only on
      * success. */
     ba_config c = ba_config_default(BA_ATTN_SOFTMAX, 0);
     ba_data_spec d = ba_data_spec_default(BA_TASK_CHARLM);
     int has_task = 0;
-    int rc = config_from_object(o, &c, &d, &has_task, err);
+    rc = config_from_object(o, &c, &d, &has_task, err);
     if (rc == BA_OK && spec && !has_task)
         rc = ba_fail(err, BA_ERR_FORMAT, "config field 'task' is missing");
     if (rc == BA_OK) {
@@ -539,13 +548,16 @@ int ba_config_from_json(const char *json, ba_config *cfg, ba_data_spec *spec, ch
 {
     if (!json || !cfg)
         return ba_fail(err, BA_ERR_ARG, "ba_config_from_json: json and cfg must not be NULL");
+    int rc = ba_json_check_text(json, strlen(json), "config", err);
+    if (rc)
+        return rc;
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithOpts(json, &end, 1);
     if (!o) {
         size_t at = end && end >= json ? (size_t)(end - json) : 0;
         return ba_fail(err, BA_ERR_FORMAT, "config is not valid JSON (error near byte %zu)", at);
     }
-    int rc = ba_config_from_object(o, cfg, spec, err);
+    rc = ba_config_from_object(o, cfg, spec, err);
     cJSON_Delete(o);
     return rc;
 }

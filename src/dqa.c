@@ -365,7 +365,9 @@ int ba_dqa_distribution(const ba_sampler *s, int n, const double *h, const doubl
     double *re = alloc_state(N), *im = alloc_state(N);
     if (!re || !im) {
         free(re), free(im);
-        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the 2^%d-amplitude state", n);
+        return ba_fail(err, BA_ERR_NOMEM,
+                       "cannot allocate the 2^%d-amplitude state (2 arrays of 2^%d doubles, "
+                       "%.0f MiB)", n, n, ldexp(2.0 * sizeof(double), n) / 1048576.0);
     }
     /* p holds the energies during the run (im is the scratch of their
      * construction), then the probabilities. */

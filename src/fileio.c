@@ -40,9 +40,12 @@ int ba_read_file(const char *path, unsigned char **out, size_t *size, char *err)
         close(fd);
         return ba_fail(err, BA_ERR_IO, "cannot open '%s': %s", path, strerror(e));
     }
-    if (sb.st_size < 0 || (uintmax_t)sb.st_size >= (uintmax_t)SIZE_MAX) {
+    if (sb.st_size < 0 || (uintmax_t)sb.st_size >= (uintmax_t)SIZE_MAX ||
+        (long long)sb.st_size > BA_MAX_FILE_BYTES) {
         fclose(f);
-        return ba_fail(err, BA_ERR_IO, "'%s' is too large to read into memory", path);
+        return ba_fail(err, BA_ERR_IO, "'%s' has %lld bytes, more than the %lld bytes (4 GiB) a "
+                       "file read whole may have", path, (long long)sb.st_size,
+                       BA_MAX_FILE_BYTES);
     }
     size_t n = (size_t)sb.st_size;
     unsigned char *buf = malloc(n + 1);
@@ -82,9 +85,31 @@ int ba_write_file_parts(const char *path, const ba_file_part *parts, int n, char
     if (!tmp)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate a file name");
     snprintf(tmp, tlen, "%s.%ld.tmp", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
+    /* The rename below would replace whatever is at path: a device node
+     * (/dev/null, /dev/full), a FIFO, a socket or a directory is not ours to
+     * replace. A symbolic link is followed for the check; the rename then
+     * replaces the link itself, never its target. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        free(tmp);
+        return ba_fail(err, BA_ERR_IO, "'%s' exists and is not a regular file; not replacing "
+                       "it", path);
+    }
+    /* Never through a link planted under the temporary's name, and only
+     * into a regular file: whatever else sits there (a FIFO, say) is
+     * neither written nor renamed over path. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    struct stat tb;
+    int regular = fd >= 0 && fstat(fd, &tb) == 0 && S_ISREG(tb.st_mode);
+    FILE *f = regular ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        int rc = ba_fail(err, BA_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        int rc = ba_fail(err, BA_ERR_IO, "cannot create '%s': %s", tmp,
+                         fd >= 0 && !regular ? "it exists and is not a regular file"
+                                             : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        if (regular)
+            remove(tmp);
         free(tmp);
         return rc;
     }

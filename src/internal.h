@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -28,6 +29,92 @@ static inline int ba_thread_id(void)
     return omp_get_thread_num();
 #else
     return 0;
+#endif
+}
+
+/* Dense products are split by the library, not by OpenBLAS: the rows or
+ * columns of the result go in blocks to OpenMP's threads (dynamic
+ * schedule), each block one single-threaded BLAS call. The blocks depend
+ * on the product's sizes and the machine's online CPUs, never on the
+ * thread count, so on a given machine a product, and everything computed
+ * from it, is the same on any number of threads: OpenBLAS's own split
+ * follows the thread count, and its split and single-thread paths round
+ * differently, which made runs differ between thread counts. The dynamic
+ * schedule lets an idle thread take the blocks of one whose core is busy.
+ *
+ * A block is at least BA_BLAS_BLOCK_FLOP (a single-threaded call of 1
+ * MFLOP takes 10-15 us here, well above the cost of handing it out) and
+ * BA_BLAS_BLOCK_SPAN rows or columns (narrower ones run OpenBLAS's kernels
+ * on ragged edges); products under two blocks run whole. There are at most
+ * two blocks per online CPU: each block packs the whole other operand
+ * again, and on the 2-core VM 16 blocks made the T = 20 engine 1-2 %
+ * slower than OpenBLAS's split where 4 made it 3-6 % faster
+ * (docs/performance.md, "Threads"). */
+#ifndef BA_BLAS_BLOCK_FLOP /* overridable with -D for experiments */
+#define BA_BLAS_BLOCK_FLOP 1e6
+#endif
+#ifndef BA_BLAS_BLOCK_SPAN
+#define BA_BLAS_BLOCK_SPAN 16
+#endif
+#ifndef BA_BLAS_BLOCKS_PER_CPU
+#define BA_BLAS_BLOCKS_PER_CPU 2
+#endif
+
+/* The blocks of a product of flops over span rows (or columns): nblk
+ * blocks of bs, the last one shorter. */
+typedef struct {
+    int nblk, bs;
+} ba_split;
+
+static inline ba_split ba_split_plan(double flops, int span)
+{
+    ba_split p = {1, span};
+    double n = flops / BA_BLAS_BLOCK_FLOP;
+    int most = span / BA_BLAS_BLOCK_SPAN;
+    if (n < 2 || most < 2)
+        return p;
+    /* the online CPUs, not the affinity mask or the thread count: the same
+     * for every run on this machine (a file read, on products of 2 MFLOP
+     * and more only) */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpus = cpus > 0 ? cpus : 1;
+    if (most > BA_BLAS_BLOCKS_PER_CPU * cpus)
+        most = (int)(BA_BLAS_BLOCKS_PER_CPU * cpus);
+    int nb = n < most ? (int)n : most;
+    if (nb < 2)
+        return p;
+    /* whole multiples of the span step, so no block but the last is ragged */
+    int bs = (span + nb - 1) / nb;
+    bs = (bs + BA_BLAS_BLOCK_SPAN - 1) / BA_BLAS_BLOCK_SPAN * BA_BLAS_BLOCK_SPAN;
+    p.bs = bs;
+    p.nblk = (span + bs - 1) / bs;
+    return p;
+}
+
+/* Brackets each BLAS call: ba_blas_serial() before, ba_blas_end(its value)
+ * after. The OpenMP build of OpenBLAS (the one CMakeLists.txt links) takes
+ * its thread count from omp_get_max_threads() at every call, so the
+ * calling thread's OpenMP count goes to 1 for the call and back: a setting
+ * of the calling task alone, left as it was found. */
+static inline int ba_blas_serial(void)
+{
+#ifdef _OPENMP
+    int nt = omp_get_max_threads();
+    if (nt > 1) {
+        omp_set_num_threads(1);
+        return nt;
+    }
+#endif
+    return 0;
+}
+
+static inline void ba_blas_end(int saved)
+{
+#ifdef _OPENMP
+    if (saved > 0)
+        omp_set_num_threads(saved);
+#else
+    (void)saved;
 #endif
 }
 
@@ -78,6 +165,17 @@ const char *ba_json_type(const struct cJSON *it);
 int ba_json_u53(const struct cJSON *it, uint64_t *out);
 /* The value for a message: the number, else its type. */
 void ba_json_describe(const struct cJSON *it, char *buf, size_t cap);
+/* Strict JSON, for files other programs read too (safetensors headers,
+ * configs): ba_json_check_text refuses, before parsing, a leading UTF-8
+ * BOM and a \u0000 escape (which cJSON would cut a string at), naming
+ * the byte; ba_json_check_keys refuses a key repeated in any object at any
+ * depth of a parsed value (cJSON would take the first, other readers the
+ * last). BA_ERR_FORMAT with a message that starts with what. */
+int ba_json_check_text(const char *txt, size_t len, const char *what, char *err);
+int ba_json_check_keys(const struct cJSON *it, const char *what, char *err);
+/* Parses len bytes of JSON text with both checks: the tree (cJSON_Delete),
+ * or NULL with err set (BA_ERR_FORMAT naming what). */
+struct cJSON *ba_json_parse_strict(const char *txt, size_t len, const char *what, char *err);
 /* A string printed by cJSON moved into plain malloc memory (so the
  * caller's free() matches whatever allocator cJSON was given); NULL in,
  * NULL out. */
@@ -103,12 +201,31 @@ int ba_state_write(const char *path, ba_model *m, const ba_data_spec *spec, cons
  * NULL); its tensors, step, RNG streams and training time into m (train_s
  * -1 for a state written before the time was kept). */
 int ba_state_open(const char *path, ba_st **st, char *err);
+/* The forward's check of a batch's shape and tokens against the model of c
+ * (ba_model_forward and ba_batch_check share it). */
+int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *err);
+/* The quality record of a sampled model at step (src/evaluate.c; see
+ * ba_trainer_quality). */
+int ba_quality_record(ba_model *m, const ba_dataset *d, long step, ba_record *r, char *err);
 int ba_state_describe(const ba_st *st, ba_config *cfg, ba_data_spec *spec,
                       ba_train_settings *s, char **data_path, char *err);
 int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rng,
                        double *train_s, char *err);
 struct cJSON *ba_record_object(const ba_record *r, struct cJSON *config, struct cJSON *train);
-int ba_log_trim(const char *path, long step, double *logged_s, char *err);
+/* What a run's log holds up to a step: the training time its kept records
+ * account for, and its config record's line (malloc'd, the caller frees;
+ * NULL when there is none). */
+typedef struct {
+    double logged_s;
+    char *config;
+} ba_log_scan;
+/* Scans metrics.jsonl (a missing log is an empty one) and, when rewrite is
+ * set, trims it to the records up to step (dropping what a killed call
+ * logged after its last save, and a torn last line), atomically; with
+ * drop_end also the final and quality records of step (a run resumed at
+ * its last step makes them again). scan describes the kept records. */
+int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_scan *scan,
+                char *err);
 
 /* Safetensors helpers for messages: "F32", and "[2, 3]". */
 const char *ba_dtype_name(ba_dtype d);

@@ -265,8 +265,10 @@ static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int 
             jr[k] = 2.0 * J[(size_t)j * ldj + a + k];
         pattern_sums(b, jr, cv);
     }
-    int nt = c->cap_threads;
-    for (size_t i = 0; i < NB * (size_t)nt; i++)
+    /* the team is the current thread count, which may have dropped below
+     * the one the scratch was sized for; every slot is merged below */
+    int cap = c->cap_threads, nt = ba_nthreads() < cap ? ba_nthreads() : cap;
+    for (size_t i = 0; i < NB * (size_t)cap; i++)
         c->colmx[i] = -INFINITY;
     size_t nblocks = (NA + ROW_BLOCK - 1) / ROW_BLOCK;
     double work = 4.0 * NA * NB;
@@ -306,7 +308,7 @@ static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int 
     /* a maximum is exact, so merging the threads' maxima is order-free */
     for (size_t sB = 0; sB < NB; sB++) {
         double g = -INFINITY;
-        for (int t = 0; t < nt; t++)
+        for (int t = 0; t < cap; t++)
             g = fmax(g, c->colmx[(size_t)t * NB + sB]);
         v->gam[sB] = g;
     }
@@ -316,6 +318,40 @@ static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int 
         for (size_t sB = 0; sB < NB; sB++)
             row[sB] -= v->gam[sB];
         ba_exp_nonpos(row, NB);
+    }
+}
+
+/* C = op(A) op(B), row-major doubles, in blocks of rows of C (by_rows) or
+ * of its columns, each block one single-threaded call (ba_split_plan: the
+ * same result on any number of threads). The products with the kernel K'
+ * split its side (the columns of R and L), so each block reads only its
+ * part of K'. */
+static void dgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const double *A,
+                  int lda, const double *B, int ldb, double *C, int ldc, int by_rows)
+{
+    int span = by_rows ? M : N;
+    ba_split p = ba_split_plan(2.0 * M * N * K, span);
+    if (p.nblk == 1) { /* whole, without entering a parallel region */
+        int saved = ba_blas_serial();
+        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, ldc);
+        ba_blas_end(saved);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int k = 0; k < p.nblk; k++) {
+        int lo = k * p.bs, w = span - lo < p.bs ? span - lo : p.bs, m = M, n = N;
+        const double *a = A, *b = B;
+        double *c = C;
+        if (by_rows) {
+            a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;
+            c = C + (size_t)lo * ldc, m = w;
+        } else {
+            b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;
+            c = C + lo, n = w;
+        }
+        int saved = ba_blas_serial();
+        cblas_dgemm(CblasRowMajor, ta, tb, m, n, K, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+        ba_blas_end(saved);
     }
 }
 
@@ -401,10 +437,10 @@ static long forward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
     nview v = view(c, n, Q);
     build_kernel(c, &v, J, ldj);
     query_vectors(c, &v, h, hs);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, (int)v.NA, (int)v.NB, 1.0, c->EV,
-                (int)v.NB, v.K, (int)v.NB, 0.0, v.R, (int)v.NA);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, (int)v.NB, (int)v.NA, 1.0, c->EU,
-                (int)v.NA, v.K, (int)v.NB, 0.0, v.L, (int)v.NB);
+    dgemm(CblasNoTrans, CblasTrans, Q, (int)v.NA, (int)v.NB, c->EV, (int)v.NB, v.K, (int)v.NB,
+          v.R, (int)v.NA, 0);
+    dgemm(CblasNoTrans, CblasNoTrans, Q, (int)v.NB, (int)v.NA, c->EU, (int)v.NA, v.K, (int)v.NB,
+          v.L, (int)v.NB, 0);
     double work = (double)Q * (v.NA * v.a + v.NB * v.b) * 3.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
@@ -459,10 +495,10 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
             evg[s] = ev[s] * GB[s];
     }
     /* R2 = (EV o G_B) K'^T, L2 = (EU o G_A) K' */
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Q, (int)NA, (int)NB, 1.0,
-                c->EV + (size_t)Q * NB, (int)NB, v.K, (int)NB, 0.0, c->R2, (int)NA);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Q, (int)NB, (int)NA, 1.0,
-                c->EU + (size_t)Q * NA, (int)NA, v.K, (int)NB, 0.0, c->L2, (int)NB);
+    dgemm(CblasNoTrans, CblasTrans, Q, (int)NA, (int)NB, c->EV + (size_t)Q * NB, (int)NB, v.K,
+          (int)NB, c->R2, (int)NA, 0);
+    dgemm(CblasNoTrans, CblasNoTrans, Q, (int)NB, (int)NA, c->EU + (size_t)Q * NA, (int)NA, v.K,
+          (int)NB, c->L2, (int)NB, 0);
     work = (double)Q * (NA * a + NB * b) * 3.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
@@ -517,8 +553,8 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
                     ((s >> j ^ s >> k) & 1) ? -c->WB[s] : c->WB[s];
     /* dJ_AB = S_A^T [K' o (U1^T EV + U2^T (EV o G_B))] S_B */
     if (a > 0) {
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)NA, (int)NB, 2 * Q, 1.0, c->UU,
-                    (int)NA, c->EV, (int)NB, 0.0, c->M, (int)NB);
+        dgemm(CblasTrans, CblasNoTrans, (int)NA, (int)NB, 2 * Q, c->UU, (int)NA, c->EV, (int)NB,
+              c->M, (int)NB, 1);
         size_t N = NA * NB;
 #pragma omp parallel for schedule(static) if (2.0 * N > BA_PAR_MIN_WORK)
         for (size_t i = 0; i < N; i++)
@@ -526,8 +562,8 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
         for (size_t s = 0; s < NB; s++)
             for (int k = 0; k < b; k++)
                 c->SB[s * b + k] = (s >> k & 1) ? 1.0 : -1.0;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)NA, b, (int)NB, 1.0, c->M,
-                    (int)NB, c->SB, b, 0.0, c->PS, b);
+        dgemm(CblasNoTrans, CblasNoTrans, (int)NA, b, (int)NB, c->M, (int)NB, c->SB, b, c->PS, b,
+              1);
         for (size_t s = 0; s < NA; s++)
             for (int j = 0; j < a; j++) {
                 double sj = (s >> j & 1) ? 1.0 : -1.0;

@@ -153,37 +153,43 @@ int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, doub
     return BA_OK;
 }
 
+/* Queries of a backward go in at most this many fixed chunks, each with
+ * its own dJ, summed in chunk order: the chunks depend on the number of
+ * queries alone, so dJ is the same on any number of threads. */
+#define REF_CHUNKS 64
+
 int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
                     double *dh, double *dJ, char *err)
 {
     int nt = ba_nthreads();
     size_t per = (size_t)1 << T;
     size_t jsz = (size_t)T * T;
+    long nq = (long)B * T;
+    int nch = nq < REF_CHUNKS ? (int)nq : REF_CHUNKS;
     double work = (double)B * per * T * T; /* ~ operations of the enumeration */
     double *lwork = malloc(sizeof(double) * per * (size_t)nt);
-    double *djt = calloc(jsz * (size_t)nt, sizeof(double));
-    if (!lwork || !djt) {
+    double *djc = calloc(jsz * (size_t)nch, sizeof(double));
+    if (!lwork || !djc) {
         free(lwork);
-        free(djt);
+        free(djc);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine workspace for T = %d", T);
     }
-    /* Each thread sums dJ privately; a static schedule fixes which queries a
-     * thread gets, and the reduction below runs in thread order, so the
-     * result is identical from run to run at a given thread count. */
-#pragma omp parallel for schedule(static) num_threads(nt) if (work > BA_PAR_MIN_WORK)
-    for (long q = 0; q < (long)B * T; q++) {
-        int i = (int)(q % T);
-        size_t row = (size_t)q * T;
-        int t = ba_thread_id();
-        ba_ref_backward_ws(i + 1, h ? h + row : NULL, J, ldj, g + row, dh ? dh + row : NULL,
-                     dJ ? djt + jsz * (size_t)t : NULL, T, lwork + per * (size_t)t);
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (work > BA_PAR_MIN_WORK)
+    for (int ch = 0; ch < nch; ch++) {
+        double *lw = lwork + per * (size_t)ba_thread_id();
+        for (long q = nq * ch / nch; q < nq * (ch + 1) / nch; q++) {
+            int i = (int)(q % T);
+            size_t row = (size_t)q * T;
+            ba_ref_backward_ws(i + 1, h ? h + row : NULL, J, ldj, g + row,
+                               dh ? dh + row : NULL, dJ ? djc + jsz * (size_t)ch : NULL, T, lw);
+        }
     }
     if (dJ)
-        for (int t = 0; t < nt; t++)
+        for (int ch = 0; ch < nch; ch++)
             for (int j = 0; j < T; j++)
                 for (int k = j + 1; k < T; k++)
-                    dJ[(size_t)j * ldj + k] += djt[jsz * (size_t)t + (size_t)j * T + k];
+                    dJ[(size_t)j * ldj + k] += djc[jsz * (size_t)ch + (size_t)j * T + k];
     free(lwork);
-    free(djt);
+    free(djc);
     return BA_OK;
 }

@@ -10,6 +10,30 @@
 
 /* ------------------------------------------------------------ linear */
 
+/* C = op(A) op(B) + beta C, row-major, in blocks of rows of C, each block
+ * one single-threaded call (ba_split_plan: the same result on any number
+ * of threads). */
+static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const ba_real *A,
+                 int lda, const ba_real *B, int ldb, ba_real beta, ba_real *C, int ldc)
+{
+    ba_split p = ba_split_plan(2.0 * M * N * K, M);
+    if (p.nblk == 1) { /* whole, without entering a parallel region */
+        int saved = ba_blas_serial();
+        BA_GEMM(CblasRowMajor, ta, tb, M, N, K, 1, A, lda, B, ldb, beta, C, ldc);
+        ba_blas_end(saved);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int k = 0; k < p.nblk; k++) {
+        int lo = k * p.bs, m = M - lo < p.bs ? M - lo : p.bs;
+        const ba_real *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;
+        int saved = ba_blas_serial();
+        BA_GEMM(CblasRowMajor, ta, tb, m, N, K, 1, a, lda, B, ldb, beta, C + (size_t)lo * ldc,
+                ldc);
+        ba_blas_end(saved);
+    }
+}
+
 void ba_linear_forward(ba_real *out, const ba_real *inp, const ba_real *w, const ba_real *b,
                        int N, int IC, int OC)
 {
@@ -20,7 +44,7 @@ void ba_linear_forward(ba_real *out, const ba_real *inp, const ba_real *w, const
             memcpy(out + (size_t)n * OC, b, sizeof(ba_real) * OC);
         beta = 1;
     }
-    BA_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, inp, IC, w, IC, beta, out, OC);
+    gemm(CblasNoTrans, CblasTrans, N, OC, IC, inp, IC, w, IC, beta, out, OC);
 }
 
 void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *dout,
@@ -28,12 +52,10 @@ void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *
 {
     // dinp (N,IC) += dout (N,OC) w (OC,IC)
     if (dinp)
-        BA_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, w, IC, 1, dinp,
-                IC);
+        gemm(CblasNoTrans, CblasNoTrans, N, IC, OC, dout, OC, w, IC, 1, dinp, IC);
     // dw (OC,IC) += dout^T (OC,N) inp (N,IC)
     if (dw)
-        BA_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC, 1, dw,
-                IC);
+        gemm(CblasTrans, CblasNoTrans, OC, IC, N, dout, OC, inp, IC, 1, dw, IC);
     if (db)
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++)
@@ -446,12 +468,14 @@ int ba_crossentropy_forward(ba_real *logits, ba_real *probs, const int *targets,
         }
         int tg = targets ? targets[r] : -1;
         if (tg != -1 && (tg < 0 || tg >= nv)) {
+            /* said as the batch's coordinates, not the flat row */
             if (mask_pointer)
                 return ba_fail(err, BA_ERR_ARG,
-                               "target %d at position %d (row %d) must point at an earlier "
+                               "target %d at batch %d position %d must point at an earlier "
                                "position in [0, %d)",
-                               tg, t, r, t);
-            return ba_fail(err, BA_ERR_ARG, "target %d at row %d is outside [0, %d)", tg, r, O);
+                               tg, r / T, t, t);
+            return ba_fail(err, BA_ERR_ARG, "target %d at batch %d position %d is outside "
+                           "[0, %d)", tg, r / T, t, O);
         }
         if (nv == 0)
             continue;

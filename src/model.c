@@ -469,10 +469,8 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
     }
 }
 
-int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,
-                     double *loss, char *err)
+int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *err)
 {
-    const ba_config *c = &m->cfg;
     if (!inputs)
         return ba_fail(err, BA_ERR_ARG, "inputs are NULL");
     if (B < 1)
@@ -489,7 +487,18 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
         if (inputs[i] < 0 || inputs[i] >= c->vocab_size)
             return ba_fail(err, BA_ERR_ARG, "token %d at batch %zu position %zu is outside [0, %d)",
                            inputs[i], i / T, i % T, c->vocab_size);
-    int rc = ensure_acts(m, B, err);
+    return BA_OK;
+}
+
+int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,
+                     double *loss, char *err)
+{
+    const ba_config *c = &m->cfg;
+    int rc = ba_inputs_check(c, inputs, B, T, err);
+    if (rc)
+        return rc;
+    size_t N = (size_t)B * T;
+    rc = ensure_acts(m, B, err);
     if (rc)
         return rc;
     m->B = B, m->T = T;

@@ -202,10 +202,11 @@ int ba_record_from_json(const char *line, ba_record *r, char *err)
     if (!line || !r)
         return ba_fail(err, BA_ERR_ARG, "ba_record_from_json: line and r must not be NULL");
     memset(r, 0, sizeof *r);
-    cJSON *o = cJSON_Parse(line);
+    char why[BA_ERR_LEN];
+    cJSON *o = ba_json_parse_strict(line, strlen(line), "the record", why);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return ba_fail(err, BA_ERR_FORMAT, "not a JSON object");
+        return ba_fail(err, BA_ERR_FORMAT, "%s", o ? "not a JSON object" : why);
     }
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
     int rc = ba_fail(err, BA_ERR_FORMAT, "record without a known \"event\"");
@@ -227,9 +228,10 @@ int ba_record_from_json(const char *line, ba_record *r, char *err)
 
 /* ------------------------------------------------------- metrics log */
 
-int ba_log_trim(const char *path, long step, double *logged_s, char *err)
+int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_scan *scan,
+                char *err)
 {
-    *logged_s = 0;
+    memset(scan, 0, sizeof *scan);
     if (access(path, F_OK) != 0)
         return BA_OK; /* no log yet: nothing to keep */
     unsigned char *buf;
@@ -248,13 +250,18 @@ int ba_log_trim(const char *path, long step, double *logged_s, char *err)
         *nl = '\0';
         ba_record r;
         int ours = ba_record_from_json(line, &r, NULL) == BA_OK;
+        if (ours && r.kind == BA_REC_CONFIG && !scan->config && !(scan->config = strdup(line)))
+            rc = ba_fail(err, BA_ERR_NOMEM, "out of memory");
         *nl = '\n';
-        /* a line that is no record is not ours to judge: kept as it is */
-        if (!ours || r.kind == BA_REC_CONFIG || r.step <= step) {
+        /* a line that is no record is not ours to judge: kept as it is;
+         * with drop_end, the end's records (final, and the quality record
+         * the end makes) of the step go, to be made again */
+        int end_rec = ours && r.step >= step && (r.kind == BA_REC_FINAL || r.kind == BA_REC_QUALITY);
+        if (!ours || r.kind == BA_REC_CONFIG || (r.step <= step && !(drop_end && end_rec))) {
             memmove(w, line, len);
             w += len;
             if (ours && r.kind == BA_REC_RESUME) { /* a new call began */
-                *logged_s += seg;
+                scan->logged_s += seg;
                 seg = 0;
             }
             if (ours && r.kind == BA_REC_TRAIN && r.elapsed_s >= 0 && isfinite(r.elapsed_s))
@@ -262,11 +269,16 @@ int ba_log_trim(const char *path, long step, double *logged_s, char *err)
         }
         line += len;
     }
-    *logged_s += seg;
+    scan->logged_s += seg;
     /* Replaced atomically like the other files: a kill during the rewrite
      * leaves the old log, which the next resume trims again. */
-    rc = ba_write_file(path, txt, (size_t)(w - txt), err);
+    if (rc == BA_OK && rewrite)
+        rc = ba_write_file(path, txt, (size_t)(w - txt), err);
     free(buf);
+    if (rc) {
+        free(scan->config);
+        scan->config = NULL;
+    }
     return rc;
 }
 
@@ -396,13 +408,14 @@ int ba_run_read(const char *dir, ba_run_info *r, char *err)
     int rc = ba_read_file(path, &buf, &len, err);
     if (rc)
         return rc;
-    cJSON *o = cJSON_ParseWithLength((const char *)buf, len);
+    char why[BA_ERR_LEN];
+    cJSON *o = ba_json_parse_strict((const char *)buf, len, path, why);
     free(buf);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return ba_fail(err, BA_ERR_FORMAT, "%.200s is not a JSON object", path);
+        return o ? ba_fail(err, BA_ERR_FORMAT, "%.200s is not a JSON object", path)
+                 : ba_fail(err, BA_ERR_FORMAT, "%s", why);
     }
-    char why[BA_ERR_LEN];
     rc = run_from_object(o, r, why);
     cJSON_Delete(o);
     if (rc) {

@@ -134,6 +134,11 @@ static int parse_tensor(const cJSON *e, const unsigned char *data, size_t data_s
     if (!cJSON_IsObject(e))
         return ba_fail(err, BA_ERR_FORMAT, "tensor '%s': entry is %s, not an object", name,
                        ba_json_type(e));
+    /* "dtype" twice would be read as the first here and the last by
+     * Python's json: one file, two tensors. */
+    int rc = ba_json_check_keys(e, "header", err);
+    if (rc)
+        return rc;
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     if (!cJSON_IsString(dt))
@@ -404,6 +409,12 @@ int ba_st_read(ba_st **out, const char *path, char *err)
     if (nul) {
         rc = ba_fail(err, BA_ERR_FORMAT, "'%s': header byte %zu is NUL, which JSON never holds",
                      path, (size_t)(nul - hdr));
+        free(hdr);
+        ba_st_free(st);
+        return rc;
+    }
+    rc = ba_json_check_text(hdr, (size_t)hlen, "header", err);
+    if (rc) {
         free(hdr);
         ba_st_free(st);
         return rc;

@@ -184,7 +184,9 @@ int ba_train_settings_from_json(const char *json, ba_train_settings *s, char **d
         *data_path = NULL;
     if (!json || !s)
         return ba_fail(err, BA_ERR_ARG, "ba_train_settings_from_json: json and s must not be NULL");
-    cJSON *o = cJSON_Parse(json);
+    cJSON *o = ba_json_parse_strict(json, strlen(json), "the training settings", err);
+    if (!o)
+        return BA_ERR_FORMAT;
     int rc = ba_settings_from_object(o, s, data_path, NULL, err);
     cJSON_Delete(o);
     return rc;

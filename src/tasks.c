@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Brackets are capped so a sequence fits a fixed stack and the DP table
  * fits the dataset struct; counts saturate uint64 long before that anyway
@@ -74,50 +75,48 @@ static int build_inverse(const uint8_t *vocab, int vocab_size, int inverse[256],
     return BA_OK;
 }
 
-/* Reads a whole file into a malloc'd buffer; works for pipes too since it
- * never trusts a seek-reported size. */
-static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
+/* "a directory", "a FIFO", ... for a file that is not a regular one. */
+static const char *file_kind(mode_t m)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* The whole data file, refused before a byte is read when it is not a
+ * regular file (/dev/zero would be read until memory runs out, a FIFO
+ * would wait for a writer forever) or is above BA_MAX_DATA_BYTES.
+ * ba_read_file reads exactly the size its own fstat reports; the size is
+ * checked again after, for a file swapped in between. */
+static int read_data_file(const char *path, uint8_t **out, size_t *len, char *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
         return ba_fail(err, BA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    if (!buf) {
-        fclose(fp);
-        return ba_fail(err, BA_ERR_NOMEM, "out of memory reading '%s'", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                fclose(fp);
-                return ba_fail(err, BA_ERR_NOMEM, "'%s' is too large to load", path);
-            }
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(fp);
-                return ba_fail(err, BA_ERR_NOMEM, "out of memory reading '%s' (%zu bytes so far)",
-                               path, n);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, fp);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(fp)) {
-        int e = errno;
+    if (!S_ISREG(sb.st_mode))
+        return ba_fail(err, BA_ERR_IO,
+                       "'%s' is %s: charlm data must be a regular file (of at most 1 GiB)",
+                       path, file_kind(sb.st_mode));
+    if ((unsigned long long)sb.st_size > (unsigned long long)BA_MAX_DATA_BYTES)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "'%s' has %lld bytes, above the limit of %lld bytes (1 GiB) for charlm "
+                       "data",
+                       path, (long long)sb.st_size, (long long)BA_MAX_DATA_BYTES);
+    unsigned char *buf = NULL;
+    int rc = ba_read_file(path, &buf, len, err);
+    if (rc)
+        return rc;
+    if (*len > (size_t)BA_MAX_DATA_BYTES) {
         free(buf);
-        fclose(fp);
-        return ba_fail(err, BA_ERR_IO, "error reading '%s': %s", path, strerror(e));
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "'%s' has %zu bytes, above the limit of %lld bytes (1 GiB) for charlm "
+                       "data",
+                       path, *len, (long long)BA_MAX_DATA_BYTES);
     }
-    fclose(fp);
     *out = buf;
-    *len = n;
     return BA_OK;
 }
 
@@ -127,7 +126,9 @@ static int read_file(const char *path, uint8_t **out, size_t *len, char *err)
  * data, a UTF-16 file or a Latin-1 file would otherwise train "fine" on
  * garbage, and a NUL would cut the vocabulary's text forms short. The model
  * stays byte-level: a multi-byte character is several tokens. BA_ERR_FORMAT
- * names the offset of the first bad sequence's lead byte and the problem. */
+ * names the offset of the first bad sequence's lead byte and the kind of
+ * problem, never a byte or code point of the file: eval reads the path a
+ * checkpoint records, which may name a file the user cannot read. */
 static int check_utf8(const uint8_t *s, size_t len, const char *path, char *err)
 {
     static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000}; /* by continuation count */
@@ -144,13 +145,13 @@ static int check_utf8(const uint8_t *s, size_t len, const char *path, char *err)
         if (b < 0xC0)
             return ba_fail(err, BA_ERR_FORMAT,
                            "invalid UTF-8 at offset %zu of '%.160s': unexpected continuation "
-                           "byte 0x%02x",
-                           i, path, b);
+                           "byte (0x80-0xBF) where a character should start",
+                           i, path);
         if (b >= 0xF8)
             return ba_fail(err, BA_ERR_FORMAT,
-                           "invalid UTF-8 at offset %zu of '%.160s': byte 0x%02x never occurs "
-                           "in UTF-8",
-                           i, path, b);
+                           "invalid UTF-8 at offset %zu of '%.160s': a byte 0xF8-0xFF, which "
+                           "never occurs in UTF-8",
+                           i, path);
         /* C0-DF lead 2 bytes, E0-EF 3, F0-F7 4; C0/C1 and F5-F7 are caught
          * below as overlong and too large once their value is known. */
         int more = b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
@@ -165,24 +166,25 @@ static int check_utf8(const uint8_t *s, size_t len, const char *path, char *err)
             if ((c & 0xC0) != 0x80)
                 return ba_fail(err, BA_ERR_FORMAT,
                                "invalid UTF-8 at offset %zu of '%.160s': truncated %d-byte "
-                               "sequence (byte %d is 0x%02x, not a continuation byte)",
-                               i, path, more + 1, k + 1, c);
+                               "sequence (byte %d is not a continuation byte)",
+                               i, path, more + 1, k + 1);
             cp = cp << 6 | (c & 0x3Fu);
         }
         if (cp < min_cp[more])
             return ba_fail(err, BA_ERR_FORMAT,
                            "invalid UTF-8 at offset %zu of '%.160s': overlong %d-byte encoding "
-                           "of U+%04X",
-                           i, path, more + 1, (unsigned)cp);
+                           "(a shorter one exists)",
+                           i, path, more + 1);
         if (cp >= 0xD800 && cp <= 0xDFFF)
             return ba_fail(err, BA_ERR_FORMAT,
-                           "invalid UTF-8 at offset %zu of '%.160s': UTF-16 surrogate U+%04X",
-                           i, path, (unsigned)cp);
+                           "invalid UTF-8 at offset %zu of '%.160s': a UTF-16 surrogate "
+                           "(U+D800-U+DFFF)",
+                           i, path);
         if (cp > 0x10FFFF)
             return ba_fail(err, BA_ERR_FORMAT,
-                           "invalid UTF-8 at offset %zu of '%.160s': code point U+%X is above "
+                           "invalid UTF-8 at offset %zu of '%.160s': a code point above "
                            "U+10FFFF",
-                           i, path, (unsigned)cp);
+                           i, path);
         i += (size_t)more + 1;
     }
     return BA_OK;
@@ -208,7 +210,7 @@ int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
 
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc = read_file(path, &buf, &len, err);
+    int rc = read_data_file(path, &buf, &len, err);
     if (rc)
         return rc;
     if (len == 0) {
@@ -259,18 +261,13 @@ int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
         for (size_t i = 0; i < len; i++) {
             int id = inverse[buf[i]];
             if (id < 0) {
-                int b = buf[i];
                 free(buf);
                 free(d);
-                if (is_print(b))
-                    return ba_fail(err, BA_ERR_FORMAT,
-                                   "byte %d ('%c') at offset %zu of '%s' is not in the given "
-                                   "vocabulary of %d symbols",
-                                   b, b, i, path, vocab_size);
                 return ba_fail(err, BA_ERR_FORMAT,
-                               "byte %d (0x%02x) at offset %zu of '%s' is not in the given "
-                               "vocabulary of %d symbols",
-                               b, b, i, path, vocab_size);
+                               "the byte at offset %zu of '%s' is not in the model's "
+                               "vocabulary of %d symbols (is this the file the model was "
+                               "trained on?)",
+                               i, path, vocab_size);
             }
             buf[i] = (uint8_t)id;
         }
@@ -428,14 +425,24 @@ int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
     if (!out)
         return ba_fail(err, BA_ERR_ARG, "out is NULL");
     *out = NULL;
-    if (T < 1 || T > BR_MAX_T)
-        return ba_fail(err, BA_ERR_ARG, "brackets block_size (T) = %d is out of range [1, %d]", T,
-                       BR_MAX_T);
     if (kinds < 1 || kinds > BR_MAX_KINDS)
         return ba_fail(err, BA_ERR_ARG, "kinds = %d is out of range [1, %d]", kinds,
                        BR_MAX_KINDS);
-    if (n_heldout < 0)
-        return ba_fail(err, BA_ERR_ARG, "n_heldout = %d must be >= 0", n_heldout);
+    int max_T = ba_brackets_max_T(kinds);
+    if (T < 1 || T > max_T)
+        return ba_fail(err, BA_ERR_ARG,
+                       "brackets T = %d is out of range [1, %d] with %d bracket kind%s (the "
+                       "limit is %d for 1 kind; %d, %d and %d for 2, 3 and 4, whose counts of "
+                       "valid prefixes must fit 64 bits)",
+                       T, max_T, kinds, kinds == 1 ? "" : "s", ba_brackets_max_T(1),
+                       ba_brackets_max_T(2), ba_brackets_max_T(3), ba_brackets_max_T(4));
+    /* Without a held-out set an evaluation would score nothing and report
+     * "0 of 0" as if it were a result. */
+    if (n_heldout < 1)
+        return ba_fail(err, BA_ERR_ARG,
+                       "n_heldout = %d: the held-out set must hold at least 1 sequence (it is "
+                       "what evaluation scores)",
+                       n_heldout);
 
     ba_dataset *d = calloc(1, sizeof *d);
     if (!d)
@@ -520,9 +527,35 @@ int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
             }
         }
     }
+    /* A tiny space can leave only sequences of opens (T = 2 draws "(("
+     * or "()"): no close, no target, an accuracy of 0 of 0. */
+    long closes = 0;
+    for (size_t i = 0; i < (size_t)d->n_held * (size_t)T; i++)
+        closes += d->held[i] % 2;
+    if (closes == 0) {
+        int n = d->n_held;
+        ba_dataset_free(d);
+        return ba_fail(err, BA_ERR_ARG,
+                       "the held-out set (%d sequence%s of T = %d, data seed %llu) holds no "
+                       "closing bracket: there is nothing to score; use a larger T or another "
+                       "data seed",
+                       n, n == 1 ? "" : "s", T, (unsigned long long)data_seed);
+    }
     d->baseline = position_baseline(d);
     *out = d;
     return BA_OK;
+}
+
+int ba_brackets_max_T(int kinds)
+{
+    if (kinds < 1 || kinds > BR_MAX_KINDS)
+        return 0;
+    /* The count grows with T, so the first T from the top whose count fits
+     * is the largest. */
+    int T = BR_MAX_T;
+    while (T > 1 && ba_brackets_count(T, kinds) == UINT64_MAX)
+        T--;
+    return T;
 }
 
 void ba_dataset_free(ba_dataset *d)
@@ -664,4 +697,26 @@ int ba_encode_text(const uint8_t *vocab, int vocab_size, const char *text, size_
         out[i] = inverse[b];
     }
     return BA_OK;
+}
+
+void ba_dataset_fingerprint(const ba_dataset *d, uint64_t *bytes, uint64_t *hash)
+{
+    uint64_t n = 0, h = 0;
+    if (d && d->task == BA_TASK_CHARLM) {
+        /* The tokens are the file's bytes in order (train split first), so
+         * this is the FNV-1a of the file itself, in chunks. */
+        n = (uint64_t)(d->n_train + d->n_val);
+        h = BA_FNV_INIT;
+        uint8_t chunk[4096];
+        for (size_t i = 0; i < d->n_train + d->n_val;) {
+            size_t k = 0;
+            for (; k < sizeof chunk && i < d->n_train + d->n_val; k++, i++)
+                chunk[k] = d->vocab[d->tokens[i]];
+            h = ba_fnv1a64(h, chunk, k);
+        }
+    }
+    if (bytes)
+        *bytes = n;
+    if (hash)
+        *hash = h;
 }

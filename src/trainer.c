@@ -1,20 +1,19 @@
 /* The trainer: a run's whole state (model, AdamW moments, step, the batch
  * and sampler streams, the settings) and the one training loop every
- * caller drives (ba_trainer_run), plus evaluation and the sampler-quality
- * measurement the loop records. Its files are src/runfiles.c's. */
+ * caller drives (ba_trainer_run). The evaluations and the sampler-quality
+ * measurement it records are src/evaluate.c's; its files src/runfiles.c's. */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Evaluation batch of the loop's periodic and final evaluations. */
-#define EVAL_BATCH 64
 
 /* The streams of a seed: initialisation (the seed itself), batches and
  * shots. Batches come from their own stream, so the data order for a seed
@@ -44,192 +43,34 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---------------------------------------------------------- evaluation */
-
-int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_result *res,
-                char *err)
-{
-    const ba_config *c = ba_model_config(m);
-    int T = ba_dataset_block_size(d);
-    ba_head want = ba_dataset_task(d) == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
-    if (want != c->head)
-        return ba_fail(err, BA_ERR_ARG, "%s data needs a %s head, the model has a %s head",
-                       ba_task_name(ba_dataset_task(d)), ba_head_name(want),
-                       ba_head_name(c->head));
-    if (T != c->block_size)
-        return ba_fail(err, BA_ERR_ARG, "dataset block size %d does not match the model's %d", T,
-                       c->block_size);
-    if (ba_dataset_vocab_size(d) != c->vocab_size)
-        return ba_fail(err, BA_ERR_ARG, "dataset vocabulary size %d does not match the model's %d",
-                       ba_dataset_vocab_size(d), c->vocab_size);
-    if (B < 1)
-        return ba_fail(err, BA_ERR_ARG, "evaluation batch size %d must be at least 1", B);
-    int total = ba_dataset_num_eval(d);
-    int n = (max_items <= 0 || max_items >= total) ? total : max_items;
-    int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
-    if (!in || !tg) {
-        free(in), free(tg);
-        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an evaluation batch");
-    }
-    double loss_sum = 0.0;
-    long targets = 0, correct = 0;
-    int rc = BA_OK;
-    /* A fixed stream for the shots of a sampled model, restored after. */
-    ba_rng saved = *ba_model_sampler_rng(m);
-    ba_rng_seed(ba_model_sampler_rng(m), BA_EVAL_SAMPLER_SEED);
-    for (int start = 0; start < n && rc == BA_OK; start += B) {
-        int bs = n - start < B ? n - start : B;
-        for (int k = 0; k < bs; k++) {
-            /* an evenly spaced, deterministic subset when n < total */
-            int idx = (int)((long long)(start + k) * total / n);
-            ba_dataset_eval_item(d, idx, in + (size_t)k * T, tg + (size_t)k * T);
-        }
-        double loss;
-        rc = ba_model_forward(m, in, tg, bs, T, &loss, err);
-        if (rc)
-            break;
-        loss_sum += loss * ba_model_num_targets(m);
-        targets += ba_model_num_targets(m);
-        const ba_real *lg = ba_model_logits(m);
-        int O = c->out_size;
-        for (size_t r = 0; r < (size_t)bs * T; r++) {
-            if (tg[r] < 0)
-                continue;
-            const ba_real *x = lg + r * O;
-            int best = 0;
-            for (int o = 1; o < O; o++)
-                if (x[o] > x[best])
-                    best = o;
-            correct += best == tg[r];
-        }
-    }
-    free(in), free(tg);
-    *ba_model_sampler_rng(m) = saved;
-    if (rc)
-        return rc;
-    res->n_items = n;
-    res->n_targets = targets;
-    res->loss = targets ? loss_sum / targets : 0.0;
-    res->ppl = exp(res->loss);
-    res->accuracy = targets ? (double)correct / targets : 0.0;
-    return BA_OK;
-}
-
+/* The loop's evaluations go in batches of the training batch: a run that
+ * could take its steps has the memory for them. */
 int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err)
 {
-    return ba_evaluate(t->m, t->data, max_items, EVAL_BATCH, r, err);
+    return ba_evaluate_ex(t->m, t->data, max_items, t->s.batch, NULL, NULL, r, err);
 }
 
-/* A sampled model, evaluated again with exact inference. */
-static int evaluate_exact(ba_trainer *t, ba_eval_result *r, char *err)
+static int final_tick(int done, int total, void *user);
+
+/* A sampled model, evaluated again with exact inference (c: the final
+ * evaluation's run, for its tick). */
+static int evaluate_exact(ba_trainer *t, ba_eval_result *r, void *c, char *err)
 {
     ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT), own = ba_model_config(t->m)->sampler;
     int rc = ba_model_set_sampler(t->m, &exact, err);
     if (rc == BA_OK) {
-        rc = ba_trainer_evaluate(t, 0, r, err);
+        rc = ba_evaluate_ex(t->m, t->data, 0, t->s.batch, final_tick, c, r, err);
         char why[BA_ERR_LEN];
         int rc2 = ba_model_set_sampler(t->m, &own, why);
         if (rc == BA_OK && rc2)
             rc = ba_fail(err, rc2, "%s", why);
     }
-    return rc;
-}
-
-/* ------------------------------------------------------ sampler quality
- * The sampler measured against the exact distribution on the Ising systems
- * the model meets: the last query of n = min(T, 8) keys of the first 4
- * evaluation items, layer 0, head 0. n stays at 8 so the histogram of the
- * shot samplers resolves 2^n states (shot noise of the total variation at
- * most about 0.5 sqrt(2^n 2 / (pi S)), 0.035 here); the direct sampler's
- * figure on the same systems is the floor. The model's sampler is set to
- * exact for the forward that yields the fields, then restored, and the
- * measurement draws from its own fixed stream: the training streams are
- * untouched. */
-enum { QUALITY_SHOTS = 16384, QUALITY_ITEMS = 4, QUALITY_MAX_N = 8 };
-
-/* The fields and couplings of the measured systems: h (K,n), J (n,n). */
-static int quality_systems(ba_trainer *t, int K, int n, double *h, double *J, char *err)
-{
-    const ba_config *cfg = ba_model_config(t->m);
-    int T = cfg->block_size;
-    int *in = malloc(sizeof(int) * (size_t)K * T), *tg = malloc(sizeof(int) * (size_t)K * T);
-    int rc = BA_OK;
-    if (!in || !tg)
-        rc = ba_fail(err, BA_ERR_NOMEM, "out of memory for the sampler quality check");
-    for (int k = 0; rc == BA_OK && k < K; k++)
-        ba_dataset_eval_item(t->data, k, in + (size_t)k * T, tg + (size_t)k * T);
-    ba_sampler own = cfg->sampler, exact = ba_sampler_default(BA_SAMPLER_EXACT);
-    double loss;
-    if (rc == BA_OK && (rc = ba_model_set_sampler(t->m, &exact, err)) == BA_OK) {
-        rc = ba_model_forward(t->m, in, tg, K, T, &loss, err);
-        char why[BA_ERR_LEN];
-        int rc2 = ba_model_set_sampler(t->m, &own, why);
-        if (rc == BA_OK && rc2)
-            rc = ba_fail(err, rc2, "%s", why);
-    }
-    /* head 0's couplings of layer 0, (Tmax,Tmax) rows */
-    int jt = ba_model_find_tensor(t->m, "blocks.0.attn.J");
-    ba_tensor_info ti;
-    if (rc == BA_OK && jt >= 0 && ba_model_tensor(t->m, jt, &ti) == BA_OK)
-        for (int j = 0; j < n; j++)
-            for (int k = j + 1; k < n; k++)
-                J[j * n + k] = ba_model_params(t->m)[ti.offset + (size_t)j * T + k];
-    for (int k = 0; rc == BA_OK && k < K; k++) {
-        if (cfg->attn == BA_ATTN_BOLTZMANN)
-            rc = ba_model_fields(t->m, 0, 0, k, n - 1, h + (size_t)k * n, err);
-        else /* coupling attention: h = 0 */
-            memset(h + (size_t)k * n, 0, sizeof(double) * n);
-    }
-    free(in), free(tg);
     return rc;
 }
 
 int ba_trainer_quality(ba_trainer *t, ba_record *r, char *err)
 {
-    const ba_config *cfg = ba_model_config(t->m);
-    ba_sampler own = cfg->sampler;
-    if (own.kind == BA_SAMPLER_EXACT)
-        return ba_fail(err, BA_ERR_ARG, "an exact model has no sampler to measure");
-    int T = cfg->block_size, n = T < QUALITY_MAX_N ? T : QUALITY_MAX_N;
-    int K = ba_dataset_num_eval(t->data);
-    K = K < QUALITY_ITEMS ? K : QUALITY_ITEMS;
-    memset(r, 0, sizeof *r);
-    r->kind = BA_REC_QUALITY;
-    r->step = ba_trainer_step_count(t);
-    r->n = n, r->instances = K;
-    r->beta_eff = r->r2 = r->tv_eff = r->tv_shot_floor = NAN;
-    if (K < 1 || T > ba_engine_max_spins(cfg->engine))
-        return BA_OK; /* nothing to measure against */
-    double h[QUALITY_ITEMS * QUALITY_MAX_N], J[QUALITY_MAX_N * QUALITY_MAX_N] = {0};
-    int rc = quality_systems(t, K, n, h, J, err);
-    ba_rng rng;
-    ba_rng_seed(&rng, 0x9a1171e5ULL ^ (uint64_t)r->step);
-    ba_sampler direct = ba_sampler_default(BA_SAMPLER_DIRECT);
-    double tv = 0, kl = 0, beta = 0, r2 = 0, tve = 0, floor_tv = 0;
-    for (int k = 0; rc == BA_OK && k < K; k++) {
-        const double *hk = cfg->attn == BA_ATTN_BOLTZMANN ? h + (size_t)k * n : NULL;
-        ba_sampler_quality q;
-        if ((rc = ba_sampler_measure(&own, n, hk, J, n, QUALITY_SHOTS, &rng, &q, err)))
-            break;
-        tv += q.tv / K, kl += q.kl / K;
-        if (isfinite(q.beta_eff)) { /* NAN: frozen on one energy, no fit */
-            beta += q.beta_eff, r2 += q.r2, tve += q.tv_eff;
-            r->fitted++;
-        }
-        if (own.kind != BA_SAMPLER_DQA) {
-            if ((rc = ba_sampler_measure(&direct, n, hk, J, n, QUALITY_SHOTS, &rng, &q, err)))
-                break;
-            floor_tv += q.tv / K;
-        }
-    }
-    if (rc)
-        return rc;
-    r->tv = tv, r->kl = kl;
-    if (r->fitted)
-        r->beta_eff = beta / r->fitted, r->r2 = r2 / r->fitted, r->tv_eff = tve / r->fitted;
-    if (own.kind != BA_SAMPLER_DQA)
-        r->tv_shot_floor = floor_tv, r->shots = QUALITY_SHOTS;
-    return BA_OK;
+    return ba_quality_record(t->m, t->data, ba_model_step_count(t->m), r, err);
 }
 
 /* -------------------------------------------------------- the trainer */
@@ -277,9 +118,47 @@ static int set_data_path(ba_trainer *t, const char *path, char *err)
     free(t->data_path);
     t->data_path = p;
     free(t->train_json);
-    if (!(t->train_json = ba_train_settings_to_json(&t->s, p)))
+    t->train_json = NULL;
+    cJSON *o = ba_settings_json_object(&t->s, p);
+    uint64_t bytes, hash;
+    ba_dataset_fingerprint(t->data, &bytes, &hash);
+    char hex[40];
+    snprintf(hex, sizeof hex, "fnv1a64:%016llx", (unsigned long long)hash);
+    int ok = o && (t->spec.task != BA_TASK_CHARLM ||
+                   (cJSON_AddNumberToObject(o, "data_bytes", (double)bytes) &&
+                    cJSON_AddStringToObject(o, "data_hash", hex)));
+    t->train_json = ok ? ba_json_own(cJSON_PrintUnformatted(o)) : NULL;
+    cJSON_Delete(o);
+    if (!t->train_json)
         return ba_fail(err, BA_ERR_NOMEM, "out of memory");
     return BA_OK;
+}
+
+/* A restored charlm run's data must be the text it was trained on, not
+ * only one with the same vocabulary: its recorded size and hash (states
+ * written before they were recorded are taken on trust). */
+static int same_text(const ba_st *st, const ba_dataset *data, const char *path, char *err)
+{
+    cJSON *o = cJSON_Parse(ba_st_metadata(st, "train"));
+    const cJSON *nb = cJSON_GetObjectItemCaseSensitive(o, "data_bytes");
+    const cJSON *hh = cJSON_GetObjectItemCaseSensitive(o, "data_hash");
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(o, "data");
+    int rc = BA_OK;
+    if (ba_dataset_task(data) == BA_TASK_CHARLM && cJSON_IsNumber(nb) && cJSON_IsString(hh)) {
+        uint64_t bytes, hash;
+        ba_dataset_fingerprint(data, &bytes, &hash);
+        char hex[40];
+        snprintf(hex, sizeof hex, "fnv1a64:%016llx", (unsigned long long)hash);
+        if ((double)bytes != nb->valuedouble || strcmp(hex, hh->valuestring) != 0)
+            rc = ba_fail(err, BA_ERR_ARG,
+                         "the data differs from the run's: %.200s has %llu bytes (%s), the run "
+                         "was trained on %.0f bytes (%.40s) from %.200s",
+                         path ? path : "the data", (unsigned long long)bytes, hex,
+                         nb->valuedouble, hh->valuestring,
+                         cJSON_IsString(dp) ? dp->valuestring : "(unrecorded)");
+    }
+    cJSON_Delete(o);
+    return rc;
 }
 
 int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *data,
@@ -342,6 +221,8 @@ int ba_trainer_restore(ba_trainer **out, const char *path, const ba_dataset *dat
     ba_dataset_spec(data, &now);
     if (rc == BA_OK)
         rc = same_data(&spec, &now, err);
+    if (rc == BA_OK)
+        rc = same_text(st, data, data_path ? data_path : saved_path, err);
     ba_trainer *t = NULL;
     if (rc == BA_OK)
         rc = trainer_alloc(&t, &cfg, data, &s, err);
@@ -439,6 +320,7 @@ typedef struct {
     double t0;          /* when this call's steps began */
     long start;         /* the step it began at */
     ba_train_outcome *out;
+    int stopped;        /* the stop hook answered during the final evaluation */
 } run_ctx;
 
 /* The run's training time so far, earlier calls included. */
@@ -509,9 +391,123 @@ static int save_point(run_ctx *c, char *err)
     return write_run(c, BA_RUN_RUNNING, NULL, NULL, err);
 }
 
+/* 1 after writing the message when the state's object (st) and the log's
+ * (lg) differ in a key other than "threads" and "data" (a resumed run may
+ * change both); 0 when they agree. */
+static int differs(const char *what, const cJSON *st, const cJSON *lg, const char *logpath,
+                   char *err)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (const cJSON *x = (pass ? lg : st)->child; x; x = x->next) {
+            if (!strcmp(x->string, "threads") || !strcmp(x->string, "data"))
+                continue;
+            const cJSON *y = cJSON_GetObjectItemCaseSensitive(pass ? st : lg, x->string);
+            if (y && cJSON_Compare(x, y, 1))
+                continue;
+            const cJSON *vs = pass ? y : x, *vl = pass ? x : y;
+            char *ps = vs ? cJSON_PrintUnformatted(vs) : NULL;
+            char *pl = vl ? cJSON_PrintUnformatted(vl) : NULL;
+            ba_fail(err, BA_ERR_ARG,
+                    "%.200s is the log of another run: its %s has %s = %.60s, the state's "
+                    "%.60s; resume a state with its own log, or start a new run",
+                    logpath, what, x->string, pl ? pl : "(nothing)", ps ? ps : "(nothing)");
+            cJSON_free(ps);
+            cJSON_free(pl);
+            return 1;
+        }
+    return 0;
+}
+
+/* The log of a restored run must be its own: the config record's model,
+ * data and settings, compared as the state's after both are read by the
+ * same readers (so a log of an older version compares by meaning, not by
+ * spelling). A log without a config record is taken as it is. */
+static int same_run(run_ctx *c, const char *config_line, char *err)
+{
+    ba_trainer *t = c->t;
+    cJSON *rec = cJSON_Parse(config_line);
+    const cJSON *lc = cJSON_GetObjectItemCaseSensitive(rec, "config");
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(rec, "train");
+    char *ctext = lc ? cJSON_PrintUnformatted(lc) : NULL;
+    ba_config cfg;
+    ba_data_spec spec;
+    ba_train_settings s;
+    char why[BA_ERR_LEN];
+    int rc = BA_OK;
+    if (!ctext || ba_config_from_json(ctext, &cfg, &spec, why) ||
+        ba_settings_from_object(lt, &s, NULL, NULL, why))
+        rc = ba_fail(err, BA_ERR_FORMAT, "%.200s: its config record is unreadable: %s",
+                     c->logpath, ctext ? why : "no config");
+    cJSON_free(ctext);
+    cJSON *mine_c = NULL, *log_c = NULL, *mine_t = NULL, *log_t = NULL;
+    if (rc == BA_OK) {
+        mine_c = ba_config_json_object(ba_model_config(t->m), &t->spec);
+        log_c = ba_config_json_object(&cfg, &spec);
+        mine_t = cJSON_Parse(t->train_json);
+        log_t = ba_settings_json_object(&s, NULL);
+        /* the data's fingerprint, where the log has it */
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(lt, "data_hash");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(lt, "data_bytes");
+        if (log_t && h && b) {
+            cJSON_AddItemToObject(log_t, "data_bytes", cJSON_Duplicate(b, 1));
+            cJSON_AddItemToObject(log_t, "data_hash", cJSON_Duplicate(h, 1));
+        } else if (mine_t) {
+            cJSON_DeleteItemFromObjectCaseSensitive(mine_t, "data_bytes");
+            cJSON_DeleteItemFromObjectCaseSensitive(mine_t, "data_hash");
+        }
+        if (!mine_c || !log_c || !mine_t || !log_t)
+            rc = ba_fail(err, BA_ERR_NOMEM, "out of memory");
+        else if (differs("config", mine_c, log_c, c->logpath, err) ||
+                 differs("settings", mine_t, log_t, c->logpath, err))
+            rc = BA_ERR_ARG;
+    }
+    cJSON_Delete(mine_c), cJSON_Delete(log_c), cJSON_Delete(mine_t), cJSON_Delete(log_t);
+    cJSON_Delete(rec);
+    return rc;
+}
+
+/* A restored run's log: checked to be its own, then trimmed back to the
+ * saved step (at the last step also without the end's records, which the
+ * evaluation makes again: the same numbers, and never two final records);
+ * *logged_s is the training time it accounts for. */
+static int reopen_log(run_ctx *c, double *logged_s, char *err)
+{
+    ba_log_scan scan;
+    int rc = ba_log_trim(c->logpath, c->start, 0, 0, &scan, err);
+    if (rc)
+        return rc;
+    if (scan.config)
+        rc = same_run(c, scan.config, err);
+    free(scan.config);
+    int at_end = c->start >= c->t->s.steps;
+    if (rc == BA_OK && (rc = ba_log_trim(c->logpath, c->start, 1, at_end, &scan, err)) == BA_OK)
+        free(scan.config);
+    *logged_s = scan.logged_s;
+    return rc;
+}
+
+/* The log opened for appending, never through a symbolic link (a planted
+ * link would send the records, or a fresh run's truncation, to its target)
+ * and only when it is a regular file; truncated for a fresh run. */
+static FILE *open_log_file(const char *path, int fresh)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                            (fresh ? O_TRUNC : 0), 0666);
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "a") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    return f;
+}
+
 /* Opens the log: a fresh run starts it with its config record; a restored
- * one trims it back to the saved step (dropping what a killed call logged
- * after its last save, and a torn last line) and appends a resume record. */
+ * one continues its own (reopen_log) with a resume record. */
 static int open_log(run_ctx *c, char *err)
 {
     ba_trainer *t = c->t;
@@ -520,13 +516,14 @@ static int open_log(run_ctx *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "run directory path too long");
     double logged_s = 0;
     int rc;
-    if (t->restored && (rc = ba_log_trim(c->logpath, c->start, &logged_s, err)))
+    if (t->restored && (rc = reopen_log(c, &logged_s, err)))
         return rc;
     if (t->prior_s < 0)
         t->prior_s = logged_s; /* a state from before the count: the log's figure */
     c->out->train_s_total = t->prior_s;
-    if (!(c->log = fopen(c->logpath, t->restored ? "a" : "w")))
-        return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath, strerror(errno));
+    if (!(c->log = open_log_file(c->logpath, !t->restored)))
+        return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath,
+                       errno == ELOOP || errno == EINVAL ? "not a regular file" : strerror(errno));
     ba_record r;
     memset(&r, 0, sizeof r);
     r.step = c->start;
@@ -608,26 +605,44 @@ static int one_step(run_ctx *c, int *stop, char *err)
     return BA_OK;
 }
 
-/* The end: the evaluation on the whole set (a sampled model also exactly,
- * where the engine reaches), its quality, the final record and save. */
+/* The final evaluation's tick: the caller's progress line and its stop. */
+static int final_tick(int done, int total, void *user)
+{
+    run_ctx *c = user;
+    if (c->h && c->h->eval_progress)
+        c->h->eval_progress(done, total, c->h->user);
+    c->stopped = c->h && c->h->stop && c->h->stop(c->h->user);
+    return c->stopped;
+}
+
+/* The end: the last save point first, so the trained weights are on the
+ * disk whatever the evaluation meets (memory, a signal); then the
+ * evaluation on the whole set (a sampled model also exactly, where the
+ * engine reaches), its quality, the final record and the finished run
+ * record. A stop during the evaluation leaves a run that resumes to it. */
 static int finish(run_ctx *c, double train_s, char *err)
 {
     ba_trainer *t = c->t;
     const ba_config *cfg = ba_model_config(t->m);
+    int rc = save_point(c, err);
+    if (rc)
+        return rc;
     ba_record r;
     memset(&r, 0, sizeof r);
     r.kind = BA_REC_FINAL;
     r.step = ba_model_step_count(t->m);
     char why[BA_ERR_LEN];
-    int rc = ba_trainer_evaluate(t, 0, &r.eval, why);
+    rc = ba_evaluate_ex(t->m, t->data, 0, t->s.batch, final_tick, c, &r.eval, why);
     if (rc)
         return ba_fail(err, rc, "final evaluation: %s", why);
     int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
-    if (sampled && cfg->block_size <= ba_engine_max_spins(cfg->engine)) {
-        if ((rc = evaluate_exact(t, &r.exact, why)))
+    if (!c->stopped && sampled && cfg->block_size <= ba_engine_max_spins(cfg->engine)) {
+        if ((rc = evaluate_exact(t, &r.exact, c, why)))
             return ba_fail(err, rc, "final evaluation with exact inference: %s", why);
         r.has_exact = 1;
     }
+    if (c->stopped)
+        return BA_OK;
     if (sampled) {
         ba_record q;
         if ((rc = ba_trainer_quality(t, &q, why)))
@@ -638,8 +653,10 @@ static int finish(run_ctx *c, double train_s, char *err)
     r.train_s = train_s;
     r.steps_per_s = (double)(r.step - c->start) / fmax(train_s, 1e-9);
     r.train_s_total = t->prior_s + train_s;
-    if ((rc = emit(c, &r, err)) || (rc = save_point(c, err)))
+    if ((rc = emit(c, &r, err)))
         return rc;
+    if (c->log && (fflush(c->log) != 0 || fsync(fileno(c->log)) != 0))
+        return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath, strerror(errno));
     ba_train_outcome *o = c->out;
     o->final = r.eval;
     o->has_exact = r.has_exact;
@@ -658,7 +675,7 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
     memset(out, 0, sizeof *out);
     if (!t)
         return ba_fail(err, BA_ERR_ARG, "ba_trainer_run: the trainer is NULL");
-    run_ctx c = {t, dir, hooks, NULL, "", 0, ba_model_step_count(t->m), out};
+    run_ctx c = {t, dir, hooks, NULL, "", 0, ba_model_step_count(t->m), out, 0};
     out->saved_step = dir && t->restored ? c.start : -1;
     out->step = c.start;
     int rc = dir ? open_log(&c, err) : BA_OK;
@@ -677,6 +694,11 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
             rc = write_run(&c, BA_RUN_STOPPED, NULL, NULL, err);
     } else if (rc == BA_OK) {
         rc = finish(&c, now_s() - c.t0, err);
+        if (rc == BA_OK && c.stopped) { /* saved; the evaluation is left to a resume */
+            out->stopped = 1;
+            out->train_s = now_s() - c.t0;
+            rc = write_run(&c, BA_RUN_STOPPED, NULL, NULL, err);
+        }
     }
     if (rc != BA_OK && c.log)
         write_run(&c, BA_RUN_FAILED, NULL, err, NULL);

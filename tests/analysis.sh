@@ -256,7 +256,7 @@ B="$TMP/bad"
 mkdir -p "$B/runs"
 cp -r "$A/runs/brackets-T8-C32-softmax-s1" "$A/runs/brackets-T8-C32-softmax-s2" "$B/runs/"
 echo '{"format":"boltzattn-run","status":"finished"' >"$B/runs/brackets-T8-C32-softmax-s2/run.json"
-expect 0 "brackets-T8-C32-softmax-s2/run.json is not a JSON object; run left out" -- \
+expect 0 "brackets-T8-C32-softmax-s2/run.json is not valid JSON; run left out" -- \
     env PATH=/nonexistent "$BIN" plot "$B"
 sed -i 's/"block_size":8/"block_size":-3/' "$B/runs/brackets-T8-C32-softmax-s1/run.json"
 expect 2 "no finished runs" -- env PATH=/nonexistent "$BIN" plot "$B"

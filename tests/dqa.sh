@@ -4,7 +4,10 @@
 # quenches, Boltzmann-like output while beta_eff <= 0.1, mean rows that are
 # the means of the instance rows), determinism, the plot files (PNG when
 # gnuplot is installed; a message and exit 0 when it is not), a checkpoint's
-# couplings and fields, and the exit codes of bad input.
+# couplings and fields (also of models trained with a sampler), the size
+# chosen from a checkpoint (refused above 20 unless asked for), the size
+# and memory stated up front and on running out of memory, the progress
+# line (terminals only), and the exit codes of bad input.
 # usage: tests/dqa.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: dqa.sh PATH/TO/boltzattn}
@@ -78,7 +81,7 @@ check '[ -s "$TMP/d4/dqa.csv" ] && [ ! -e "$TMP/d4/dqa.png" ]' "no-gnuplot run: 
 T=6
 expect 0 "final: accuracy" -- "$BIN" train --task brackets --attn boltzmann --T $T --embd 16 \
     --steps 20 --batch 8 --j-init-std 0.3 --quiet --out "$TMP/m"
-expect 0 "fields check: h and J give the model's layer-0 attention" -- "$BIN" dqa \
+expect 0 "fields check: h and J give the model's exact layer-0 attention" -- "$BIN" dqa \
     --ckpt "$TMP/m/model.safetensors" --instances 2 --tau 0.5,1 --out "$TMP/c"
 check 'awk -F, "NR > 1 && \$2 != $T { exit 1 }" "$TMP/c/dqa.csv"' "checkpoint CSV: n is not T = $T"
 expect 0 "" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --n 4 --instances 1 --tau 1 --out "$TMP/c2"
@@ -92,6 +95,93 @@ expect 2 "--n" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --n 7 --out "$TMP
 expect 2 "--j-std" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --j-std 1 --out "$TMP/x"
 expect 2 "--instances 100000" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --instances 100000 --out "$TMP/x"
 expect 2 "nonexistent" -- "$BIN" dqa --ckpt "$TMP/nonexistent.safetensors" --out "$TMP/x"
+
+# ------------------------------------- checkpoints trained with a sampler
+# The README's example (train --sampler direct --shots 64, then dqa --ckpt),
+# made tiny. The fields are checked against the model's exact attention:
+# its 64-shot attention differs from the exact one by ~0.05, so a check
+# against the model's own (sampled) forward fails here.
+expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T 8 --sampler direct \
+    --shots 64 --embd 16 --steps 2 --batch 4 --heldout 8 --quiet --out "$TMP/dm"
+out=$("$BIN" dqa --ckpt "$TMP/dm/model.safetensors" --instances 5 --tau 1 --steps 20 \
+    --out "$TMP/dc" 2>&1)
+rc=$?
+check '[ $rc = 0 ]' "dqa --ckpt of a direct-sampled model exited $rc: $out"
+# float weights: the exact fields reproduce the exact weights to ~1e-7
+md=$(sed -n "s/^fields check: h and J give the model's exact layer-0 attention of query 7 to within //p" <<<"$out")
+check 'awk -v d="$md" "BEGIN { exit !(d != \"\" && d + 0 < 1e-6) }"' \
+    "direct-sampled model: fields check '$md' missing or not below 1e-6: $out"
+# A model that samples at a T beyond exact inference (30 > 26): its layer-0
+# fields are used, and the check is skipped with a note.
+expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T 30 --sampler gibbs \
+    --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/g30"
+out=$("$BIN" dqa --ckpt "$TMP/g30/model.safetensors" --n 5 --instances 2 --tau 1 --steps 20 \
+    --out "$TMP/gc" 2>&1)
+rc=$?
+check '[ $rc = 0 ] && grep -qF "fields check: skipped (no exact inference at the model'"'"'s T = 30)" <<<"$out" &&
+       grep -qF "fields check against the model'"'"'s exact attention is skipped" <<<"$out"' \
+    "T = 30 gibbs model: rc $rc, or no skipped check and note: $out"
+check 'awk -F, "NR > 1 && \$2 != 5 { exit 1 }" "$TMP/gc/dqa.csv"' "T = 30 gibbs model: --n 5 not honoured"
+
+# ------------------------------------------------- size, memory, progress
+# A size nobody asked for is refused before any work (the output directory
+# is not even made), naming n, the memory and the option that asks for it:
+# T = 40 gives n = 24 (the simulator's limit), 5 arrays of 2^24 doubles.
+expect 0 "final:" -- "$BIN" train --task brackets --attn coupling --T 40 --sampler gibbs \
+    --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/c40"
+expect 2 "so n would be 24 spins (its T, capped at the simulator's 24): 2^24 states, about 640 MiB of memory" \
+    -- "$BIN" dqa --ckpt "$TMP/c40/model.safetensors" --out "$TMP/big"
+expect 2 "give --n 24 to run this size anyway" -- "$BIN" dqa --ckpt "$TMP/c40/model.safetensors" \
+    --out "$TMP/big"
+check '[ ! -e "$TMP/big" ]' "the refused run made its output directory"
+# the limit is 20: T = 21 is refused, T = 20 runs by itself
+expect 0 "final:" -- "$BIN" train --task brackets --attn coupling --T 21 --sampler gibbs \
+    --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/c21"
+expect 2 "so n would be 21 spins (its T): 2^21 states, about 80 MiB" -- "$BIN" dqa \
+    --ckpt "$TMP/c21/model.safetensors" --out "$TMP/big"
+expect 0 "final:" -- "$BIN" train --task brackets --attn coupling --T 20 --sampler gibbs \
+    --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/c20"
+expect 0 "size: n = 20 (the checkpoint's T), 2^20 = 1048576 states; memory about 40 MiB at the peak (5 arrays of 2^20 doubles); 1 anneal, 2 Trotter steps in all" \
+    -- "$BIN" dqa --ckpt "$TMP/c20/model.safetensors" --instances 1 --tau 1 --steps 2 --out "$TMP/c20d"
+# asked for, it runs, saying n and the memory before the results
+out=$("$BIN" dqa --ckpt "$TMP/c40/model.safetensors" --n 21 --instances 1 --tau 1 --steps 2 \
+    --ref-steps 3 --out "$TMP/c40d" 2>/dev/null)
+rc=$?
+check '[ $rc = 0 ] && [ "$(sed -n 2p <<<"$out")" = "size: n = 21 (--n), 2^21 = 2097152 states; memory about 96 MiB at the peak (6 arrays of 2^21 doubles); 2 anneals, 5 Trotter steps in all" ]' \
+    "explicit --n 21: rc $rc, or line 2 is not the size line: $out"
+check 'awk -F, "NR > 1 && \$2 != 21 { exit 1 }" "$TMP/c40d/dqa.csv"' "explicit --n 21: CSV n is not 21"
+# the fields check's exact forward at the model's T is counted too: the fast
+# engine keeps 2^(T+1) doubles, 16 MiB at T = 20, even for n = 6
+expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T 20 --embd 16 --steps 1 \
+    --batch 2 --heldout 8 --quiet --out "$TMP/b20"
+expect 0 "model: its exact forward at T = 20 (the fields check) holds about 16 MiB more" -- \
+    "$BIN" dqa --ckpt "$TMP/b20/model.safetensors" --n 6 --instances 1 --tau 1 --steps 2 \
+    --out "$TMP/b20d"
+# Under a memory limit the size comes first, and the failure says how much
+# was asked for (one thread: the address space of more threads' malloc
+# arenas would depend on the machine). ASan cannot run under ulimit -v.
+if grep -qa __asan_init "$BIN"; then
+    echo "note: sanitizer build, memory-limit check skipped"
+else
+    out=$( (ulimit -v 600000 && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec "$BIN" dqa --n 24 \
+        --instances 1 --tau 1 --steps 1 --threads 1 --out "$TMP/oom") 2>&1)
+    rc=$?
+    check '[ $rc = 1 ] && grep -qF "size: n = 24 (--n), 2^24 = 16777216 states; memory about 640 MiB" <<<"$out" &&
+           grep -qF "out of memory for n = 24: asked for 640 MiB (5 arrays of 2^24 doubles" <<<"$out"' \
+        "n = 24 under a 600 MB limit: rc $rc (expected 1), or no size line or amount: $out"
+fi
+# The progress line: on a terminal (a pty from script(1)) anneal counts and
+# an ETA on stderr; nothing when stderr is not a terminal.
+err=$("$BIN" dqa --n 6 --instances 2 --tau 0.5,1 --steps 20 --out "$TMP/p1" 2>&1 >/dev/null)
+check '! grep -qF "ETA" <<<"$err" && ! grep -qF "anneal 1/4" <<<"$err"' \
+    "progress line written when stderr is not a terminal: $err"
+if script -qec true /dev/null >/dev/null 2>&1; then
+    tty=$(script -qec "'$BIN' dqa --n 6 --instances 2 --tau 0.5,1 --steps 20 --out '$TMP/p2'" /dev/null 2>&1)
+    check 'grep -qF "anneal 1/4    0%" <<<"$tty" && grep -qF "ETA ?" <<<"$tty"' \
+        "no progress line with an ETA on a terminal: $tty"
+else
+    echo "note: script(1) not available, terminal progress check skipped"
+fi
 
 # ------------------------------------------------------------- bad input
 expect 2 "--tau" -- "$BIN" dqa --tau 0,1 --out "$TMP/x"

@@ -149,7 +149,7 @@ grep -q 'checkpoint saved' "$TMP/d.err" && bad "second signal: claims a save: $(
 # the lock of the dead process is taken over by the next run
 rm -f "$TMP/d/state.safetensors.$pid.tmp"
 [ -e "$TMP/d/.lock" ] && ok || bad "no stale lock left by the killed run"
-"$BIN" train "${ARGS[@]}" --steps 20 --out "$TMP/d" >/dev/null 2>&1 && ok ||
+"$BIN" train "${ARGS[@]}" --steps 20 --out "$TMP/d" --force >/dev/null 2>&1 && ok ||
     bad "a new run does not take over the stale lock"
 
 # ---- numerical guards: a genuine blow-up (rate 10, decay 10), saving

@@ -111,7 +111,7 @@ ex=$("$BIN" eval --ckpt "$CK" --sampler exact 2>&1)
 grep -q "^eval: accuracy $xacc %" <<<"$ex" && ! grep -q "exact inference" <<<"$ex" && ok ||
     bad "eval --sampler exact: $ex"
 expect 0 "(sampler direct, S=16)" -- "$BIN" eval --ckpt "$CK" --shots 16
-expect 0 "(sampler direct, S=64, beta_assumed=0.5)" -- "$BIN" eval --ckpt "$CK" --sampler-beta 0.5
+expect 2 "unknown option '--sampler-beta'" -- "$BIN" eval --ckpt "$CK" --sampler-beta 0.5
 expect 2 "--dqa-tau applies to the dqa sampler only" -- "$BIN" eval --ckpt "$CK" --dqa-tau 2
 expect 2 "--shots: 0 is out of range" -- "$BIN" eval --ckpt "$CK" --shots 0
 expect 2 "--shots needs a sampler other than exact" -- "$BIN" eval --ckpt "$CK" --sampler exact --shots 8

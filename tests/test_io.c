@@ -324,6 +324,19 @@ static void test_st_malformed(void **state)
          "key 'k' appears twice"},
         {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, BA_ERR_FORMAT,
          "2 __metadata__ entries"},
+        /* what cJSON and Python's json read differently: a repeated key
+         * (first against last) at every depth, a \u0000 escape (cJSON cuts
+         * the string there), a byte order mark (cJSON skips it) */
+        {"{\"a\":{\"dtype\":\"I32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, BA_ERR_FORMAT, "header key 'dtype' appears twice in 'a'"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],"
+         "\"x\":[{\"k\":1,\"k\":2}]}}",
+         4, BA_ERR_FORMAT, "header key 'k' appears twice"},
+        {"{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+         BA_ERR_FORMAT, "header byte 3: the escape \\u0000 puts a NUL inside a string"},
+        {"{\"__metadata__\":{\"k\":\"x\\u0000\"}}", 0, BA_ERR_FORMAT,
+         "header byte 23: the escape \\u0000"},
+        {"\xef\xbb\xbf{}", 0, BA_ERR_FORMAT, "header starts with a UTF-8 byte order mark"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_st(p, cases[i].hdr, zeros, cases[i].dlen);
@@ -363,8 +376,20 @@ static void test_st_malformed(void **state)
     assert_int_equal(ba_st_find(st, "s")->nbytes, 4);
     ba_st_free(st);
 
-    /* I/O errors name the path. */
+    /* An escaped backslash before "u0000" is no NUL: the name is the six
+     * characters \u0000 after "a". */
+    write_st(p, "{\"a\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+             zeros, 4);
+    assert_int_equal(ba_st_read(&st, p, err), BA_OK);
+    assert_non_null(ba_st_find(st, "a\\u0000"));
+    ba_st_free(st);
+
+    /* I/O errors name the path; a FIFO is refused, not waited on. */
     expect_read_fail(path_of("does-not-exist"), BA_ERR_IO, "does-not-exist");
+    const char *fifo = path_of("fifo.safetensors");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_read_fail(fifo, BA_ERR_IO, "not a regular file");
+    remove(fifo);
     expect_read_fail(g_dir, BA_ERR_IO, "not a regular file");
     assert_int_equal(ba_st_read(NULL, p, err), BA_ERR_ARG);
 }
@@ -770,6 +795,32 @@ static void test_config_errors(void **state)
     assert_int_equal(r.c.n_layer, -99); /* untouched on failure */
     free(j);
 
+    /* Text two JSON readers read differently is refused: a repeated key at
+     * any depth (cJSON would take the first, Python's json the last), a
+     * \u0000 escape (cut there), a byte order mark (skipped). */
+    j = to_json(&c);
+    char twice[2048];
+    snprintf(twice, sizeof twice, "{\"attn\":\"softmax\",%s", j + 1);
+    assert_int_equal(from_json(twice, &r, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "config key 'attn' appears twice"));
+    const char *so = strstr(j, "\"sampler\":{");
+    assert_non_null(so);
+    so += strlen("\"sampler\":{");
+    snprintf(twice, sizeof twice, "%.*s\"kind\":\"gibbs\",%s", (int)(so - j), j, so);
+    assert_int_equal(from_json(twice, &r, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "config key 'kind' appears twice in 'sampler'"));
+    snprintf(twice, sizeof twice, "\xef\xbb\xbf%s", j);
+    assert_int_equal(from_json(twice, &r, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "config starts with a UTF-8 byte order mark"));
+    snprintf(twice, sizeof twice, "{\"x\":\"a\\u0000\",%s", j + 1);
+    assert_int_equal(from_json(twice, &r, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "config byte 7: the escape \\u0000"));
+    free(j);
+    ba_sampler smp;
+    assert_int_equal(ba_sampler_from_json("{\"kind\":\"sa\",\"kind\":\"exact\"}", &smp, err),
+                     BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "sampler key 'kind' appears twice"));
+
     assert_int_equal(from_json("{\"task\":", &r, err), BA_ERR_FORMAT);
     assert_non_null(strstr(err, "not valid JSON"));
     assert_int_equal(from_json("[]", &r, err), BA_ERR_FORMAT);
@@ -936,6 +987,49 @@ static void test_batch(void **state)
 #undef EXPECT_BATCH
     assert_int_equal(ba_batch_load(path_of("absent"), &ri, &rt, &rb, &rT, err), BA_ERR_IO);
     assert_non_null(strstr(err, "absent"));
+}
+
+/* A batch against a model's config: tokens, targets (by batch row and
+ * position, not the flat index), at least one target. */
+static void test_batch_check(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN] = "";
+    ba_config lm = ba_config_default(BA_ATTN_SOFTMAX, 4), br = lm;
+    lm.vocab_size = lm.out_size = 5;
+    br.head = BA_HEAD_POINTER, br.vocab_size = 2, br.out_size = 4;
+    int in[8] = {0, 1, 1, 0, 1, 0, 0, 1};
+    int tg[8] = {-1, -1, 1, 0, -1, 0, -1, 2};
+    assert_int_equal(ba_batch_check(&br, in, tg, 2, 4, err), BA_OK);
+    assert_int_equal(ba_batch_check(&lm, in, tg, 2, 4, err), BA_OK);
+    tg[6] = 7; /* batch row 1, position 2: the flat row 6 */
+    assert_int_equal(ba_batch_check(&lm, in, tg, 2, 4, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "target 7 at batch 1 position 2 is outside [0, 5)"));
+    assert_int_equal(ba_batch_check(&br, in, tg, 2, 4, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "target 7 at batch 1 position 2 must point at an earlier "
+                                "position in [0, 2)"));
+    tg[6] = 2; /* pointing at itself */
+    assert_int_equal(ba_batch_check(&br, in, tg, 2, 4, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "target 2 at batch 1 position 2"));
+    assert_int_equal(ba_batch_check(&lm, in, tg, 2, 4, err), BA_OK);
+    tg[6] = -2;
+    assert_int_equal(ba_batch_check(&lm, in, tg, 2, 4, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "target -2 at batch 1 position 2"));
+    /* every target -1: no loss to compute (it would print as 0) */
+    for (int i = 0; i < 8; i++)
+        tg[i] = -1;
+    assert_int_equal(ba_batch_check(&lm, in, tg, 2, 4, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "the batch has no targets (all 8 are -1)"));
+    tg[7] = 0;
+    assert_int_equal(ba_batch_check(&lm, in, tg, 2, 4, err), BA_OK);
+    in[5] = 2; /* outside the pointer model's 2 tokens */
+    assert_int_equal(ba_batch_check(&br, in, tg, 2, 4, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "token 2 at batch 1 position 1 is outside [0, 2)"));
+    assert_int_equal(ba_batch_check(&br, in, tg, 2, 3, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "pointer-head sequences must have the model's length 4"));
+    assert_int_equal(ba_batch_check(&lm, in, tg, 1, 5, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "sequence length T = 5 is outside [1, 4]"));
+    assert_int_equal(ba_batch_check(NULL, in, tg, 2, 4, err), BA_ERR_ARG);
 }
 
 /* ------------------------------------------------------ checkpoints */
@@ -1283,6 +1377,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_config_sampler),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_batch_check),
         cmocka_unit_test(test_checkpoint_roundtrip),
         cmocka_unit_test(test_checkpoint_corrupt),
         cmocka_unit_test(test_grads_save),

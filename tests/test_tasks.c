@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "boltzattn.h"
@@ -147,15 +148,35 @@ static void test_brackets_args(void **state)
     assert_null(d);
     assert_non_null(strstr(err, "= 0"));
     assert_int_equal(ba_dataset_brackets(&d, 65, 1, 10, 1, err), BA_ERR_ARG);
-    assert_non_null(strstr(err, "65"));
+    assert_non_null(strstr(err, "T = 65 is out of range [1, 64] with 1 bracket kind"));
     assert_int_equal(ba_dataset_brackets(&d, 8, 0, 10, 1, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "kinds = 0"));
     assert_int_equal(ba_dataset_brackets(&d, 8, 5, 10, 1, err), BA_ERR_ARG);
     assert_int_equal(ba_dataset_brackets(&d, 8, 1, -3, 1, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "-3"));
-    /* 4 kinds at T = 40 overflows 64 bits */
+    /* 4 kinds at T = 40 overflows 64 bits; the message names the limit of
+     * the kinds given */
     assert_int_equal(ba_dataset_brackets(&d, 40, 4, 10, 1, err), BA_ERR_ARG);
-    assert_non_null(strstr(err, "T = 40"));
+    assert_non_null(strstr(err, "T = 40 is out of range [1, 27] with 4 bracket kinds"));
+    /* the limits are where the counts stop fitting 64 bits (one kind: the
+     * fixed stack of 64) */
+    static const int max_T[5] = {0, 64, 41, 32, 27};
+    for (int k = 1; k <= 4; k++) {
+        assert_int_equal(ba_brackets_max_T(k), max_T[k]);
+        assert_true(ba_brackets_count(max_T[k], k) < UINT64_MAX);
+        if (k > 1)
+            assert_int_equal(ba_brackets_count(max_T[k] + 1, k), UINT64_MAX);
+    }
+    assert_int_equal(ba_brackets_max_T(0), 0);
+    assert_int_equal(ba_brackets_max_T(5), 0);
+    assert_int_equal(ba_dataset_brackets(&d, 41, 2, 10, 1, err), BA_OK);
+    ba_dataset_free(d);
+    assert_int_equal(ba_dataset_brackets(&d, 42, 2, 10, 1, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "[1, 41] with 2 bracket kinds"));
+    /* no held-out set: evaluation would score nothing ("0 of 0") */
+    assert_int_equal(ba_dataset_brackets(&d, 8, 1, 0, 1, err), BA_ERR_ARG);
+    assert_null(d);
+    assert_non_null(strstr(err, "n_heldout = 0: the held-out set must hold at least 1"));
     /* T = 1 with one kind has a single prefix */
     assert_int_equal(ba_dataset_brackets(&d, 1, 1, 10, 1, err), BA_ERR_ARG);
     assert_null(d);
@@ -232,8 +253,8 @@ static void test_uniform_T6(void **state)
     (void)state;
     /* 20 prefixes, 4 held out (20 %), 16 left: df 15 */
     check_uniform(6, 1, 1000, 5, 100000);
-    /* nothing held out: uniform over all 20 */
-    check_uniform(6, 1, 0, 6, 100000);
+    /* one held out: uniform over the other 19 */
+    check_uniform(6, 1, 1, 6, 100000);
 }
 
 static void test_uniform_two_kinds(void **state)
@@ -287,9 +308,9 @@ static void test_heldout_set(void **state)
     ba_dataset *d;
     uint64_t tr, ev;
     /* T = 8: 70 prefixes, cap 14 */
-    int req[] = {0, 1, 5, 14, 15, 1000};
-    int want[] = {0, 1, 5, 14, 14, 14};
-    for (int k = 0; k < 6; k++) {
+    int req[] = {1, 5, 14, 15, 1000};
+    int want[] = {1, 5, 14, 14, 14};
+    for (int k = 0; k < 5; k++) {
         assert_int_equal(ba_dataset_brackets(&d, 8, 1, req[k], 3, err), BA_OK);
         assert_int_equal(ba_dataset_num_eval(d), want[k]);
         ba_dataset_sizes(d, &tr, &ev);
@@ -297,10 +318,23 @@ static void test_heldout_set(void **state)
         assert_int_equal(tr, 70 - want[k]);
         ba_dataset_free(d);
     }
-    /* tiny spaces: the 20 % cap floors to 0 and is raised to 1 */
-    assert_int_equal(ba_dataset_brackets(&d, 2, 1, 100, 3, err), BA_OK);
+    /* tiny spaces: the 20 % cap floors to 0 and is raised to 1. At T = 2
+     * that one sequence is "()" for data seed 6, and "((" for seed 3: a
+     * held-out set without a close has nothing to score and is refused */
+    int one_in[2], one_tg[2];
+    assert_int_equal(ba_dataset_brackets(&d, 2, 1, 100, 6, err), BA_OK);
     assert_int_equal(ba_dataset_num_eval(d), 1);
+    ba_dataset_eval_item(d, 0, one_in, one_tg);
+    assert_int_equal(one_in[1], 1);
+    assert_int_equal(one_tg[1], 0);
     ba_dataset_free(d);
+    d = (ba_dataset *)&d;
+    assert_int_equal(ba_dataset_brackets(&d, 2, 1, 100, 3, err), BA_ERR_ARG);
+    assert_null(d);
+    assert_non_null(strstr(err, "(1 sequence of T = 2, data seed 3) holds no closing bracket"));
+    /* two kinds at T = 1: both prefixes are a single open */
+    assert_int_equal(ba_dataset_brackets(&d, 1, 2, 100, 6, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "holds no closing bracket"));
     assert_int_equal(ba_dataset_brackets(&d, 4, 1, 100, 3, err), BA_OK);
     assert_int_equal(ba_dataset_num_eval(d), 1); /* 6 / 5 = 1 */
     ba_dataset_free(d);
@@ -651,24 +685,31 @@ static void test_charlm_rejects_bad_text(void **state)
         const char *why; /* a substring of the message */
     } cases[] = {
         {"\x00", 1, "NUL byte at offset 40"},
-        {"\x80", 1, "unexpected continuation byte 0x80"},
-        {"\xbf", 1, "unexpected continuation byte 0xbf"},
-        {"\xc0\xaf", 2, "overlong 2-byte encoding of U+002F"},
-        {"\xc1\xbf", 2, "overlong 2-byte encoding of U+007F"},
-        {"\xe0\x80\xaf", 3, "overlong 3-byte encoding of U+002F"},
-        {"\xe0\x9f\xbf", 3, "overlong 3-byte encoding of U+07FF"},
-        {"\xf0\x8f\xbf\xbf", 4, "overlong 4-byte encoding of U+FFFF"},
-        {"\xed\xa0\x80", 3, "UTF-16 surrogate U+D800"},
-        {"\xed\xbf\xbf", 3, "UTF-16 surrogate U+DFFF"},
-        {"\xf4\x90\x80\x80", 4, "U+110000 is above U+10FFFF"},
-        {"\xf5\x80\x80\x80", 4, "U+140000 is above U+10FFFF"},
-        {"\xf8", 1, "byte 0xf8 never occurs in UTF-8"},
-        {"\xfe", 1, "byte 0xfe never occurs in UTF-8"},
-        {"\xff", 1, "byte 0xff never occurs in UTF-8"},
-        {"\xc3" "a", 2, "truncated 2-byte sequence (byte 2 is 0x61"},
-        {"\xe2\x82" "a", 3, "truncated 3-byte sequence (byte 3 is 0x61"},
-        {"\xf0\x9f\x98\xc3\xa9", 5, "truncated 4-byte sequence (byte 4 is 0xc3"},
+        {"\x80", 1, "unexpected continuation byte (0x80-0xBF) where a character should start"},
+        {"\xbf", 1, "unexpected continuation byte (0x80-0xBF) where a character should start"},
+        {"\xc0\xaf", 2, "overlong 2-byte encoding (a shorter one exists)"},
+        {"\xc1\xbf", 2, "overlong 2-byte encoding (a shorter one exists)"},
+        {"\xe0\x80\xaf", 3, "overlong 3-byte encoding (a shorter one exists)"},
+        {"\xe0\x9f\xbf", 3, "overlong 3-byte encoding (a shorter one exists)"},
+        {"\xf0\x8f\xbf\xbf", 4, "overlong 4-byte encoding (a shorter one exists)"},
+        {"\xed\xa0\x80", 3, "a UTF-16 surrogate (U+D800-U+DFFF)"},
+        {"\xed\xbf\xbf", 3, "a UTF-16 surrogate (U+D800-U+DFFF)"},
+        {"\xf4\x90\x80\x80", 4, "a code point above U+10FFFF"},
+        {"\xf5\x80\x80\x80", 4, "a code point above U+10FFFF"},
+        {"\xf8", 1, "a byte 0xF8-0xFF, which never occurs in UTF-8"},
+        {"\xfe", 1, "a byte 0xF8-0xFF, which never occurs in UTF-8"},
+        {"\xff", 1, "a byte 0xF8-0xFF, which never occurs in UTF-8"},
+        {"\xc3" "a", 2, "truncated 2-byte sequence (byte 2 is not a continuation byte)"},
+        {"\xc3" "b", 2, "truncated 2-byte sequence (byte 2 is not a continuation byte)"},
+        {"\xe2\x82" "a", 3, "truncated 3-byte sequence (byte 3 is not a continuation byte)"},
+        {"\xf0\x9f\x98\xc3\xa9", 5,
+         "truncated 4-byte sequence (byte 4 is not a continuation byte)"},
     };
+    /* The message names the offset and the kind of problem, never the
+     * bytes (eval reads the file a checkpoint records, which the user may
+     * not be allowed to read): two different bytes of one kind give the
+     * same message, the path aside. */
+    char prev_tail[BA_ERR_LEN] = "";
     char err[BA_ERR_LEN], path[64], text[100];
     uint8_t all[256];
     for (int b = 0; b < 256; b++)
@@ -686,6 +727,12 @@ static void test_charlm_rejects_bad_text(void **state)
                 fail_msg("case %zu (%s vocabulary): status %d, message '%s', expected '%s'", c,
                          given ? "given" : "own", rc, err, cases[c].why);
             assert_null(d);
+            const char *tail = strstr(err, path) + strlen(path);
+            if (given == 0 && c > 0 && strcmp(cases[c].why, cases[c - 1].why) == 0 &&
+                strcmp(tail, prev_tail) != 0)
+                fail_msg("case %zu: '%s' differs from the same kind's '%s'", c, tail, prev_tail);
+            if (given == 0)
+                snprintf(prev_tail, sizeof prev_tail, "%s", tail);
         }
         unlink(path);
     }
@@ -811,13 +858,15 @@ static void test_charlm_given_vocab(void **state)
     assert_int_equal(ba_dataset_charlm(&d, path, big, 12, 3, err), BA_OK);
     assert_int_equal(ba_dataset_vocab_size(d), 12);
     ba_dataset_free(d);
-    /* 'w' missing: first seen at offset 7 */
+    /* 'w' missing: first seen at offset 7, named by its offset only (the
+     * byte itself is the file's content, not the message's) */
     d = (ba_dataset *)&d;
     assert_int_equal(ba_dataset_charlm(&d, path, rev + 1, 10, 3, err), BA_ERR_FORMAT);
     assert_null(d);
-    assert_non_null(strstr(err, "119"));
-    assert_non_null(strstr(err, "'w'"));
-    assert_non_null(strstr(err, "offset 7"));
+    assert_non_null(strstr(err, "the byte at offset 7 of"));
+    assert_non_null(strstr(err, "is not in the model's vocabulary of 10 symbols"));
+    assert_null(strstr(err, "119"));
+    assert_null(strstr(err, "'w'"));
     /* a vocabulary that repeats a byte is refused */
     uint8_t twice[11];
     memcpy(twice, rev, 11);
@@ -860,6 +909,40 @@ static void test_charlm_errors(void **state)
     assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 1, err), BA_ERR_FORMAT);
     assert_non_null(strstr(err, "empty"));
     unlink(path);
+}
+
+/* Data that is not a regular file, or too large, is refused before a byte
+ * is read: /dev/zero would be read until memory runs out and a FIFO would
+ * wait for a writer forever (this test would hang). */
+static void test_charlm_not_a_file(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN], dir[64], path[128];
+    strcpy(dir, "/tmp/ba_test_tasks_dir_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    ba_dataset *d = (ba_dataset *)&d;
+    assert_int_equal(ba_dataset_charlm(&d, "/dev/zero", NULL, 0, 4, err), BA_ERR_IO);
+    assert_null(d);
+    assert_non_null(strstr(err, "'/dev/zero' is a character device: charlm data must be a "
+                                "regular file"));
+    assert_int_equal(ba_dataset_charlm(&d, dir, NULL, 0, 4, err), BA_ERR_IO);
+    assert_non_null(strstr(err, "is a directory"));
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 4, err), BA_ERR_IO);
+    assert_non_null(strstr(err, "is a FIFO"));
+    unlink(path);
+    /* one byte over the limit (a sparse file: nothing is written) */
+    snprintf(path, sizeof path, "%s/big.txt", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), (off_t)BA_MAX_DATA_BYTES + 1), 0);
+    fclose(f);
+    assert_int_equal(ba_dataset_charlm(&d, path, NULL, 0, 4, err), BA_ERR_LIMIT);
+    assert_null(d);
+    assert_non_null(strstr(err, "has 1073741825 bytes, above the limit of 1073741824 bytes"));
+    unlink(path);
+    rmdir(dir);
 }
 
 static void test_tinyshakespeare(void **state)
@@ -907,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_charlm_utf8_vs_reference),
         cmocka_unit_test(test_charlm_given_vocab),
         cmocka_unit_test(test_charlm_errors),
+        cmocka_unit_test(test_charlm_not_a_file),
         cmocka_unit_test(test_tinyshakespeare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

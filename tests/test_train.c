@@ -96,7 +96,7 @@ static ba_trainer *train(const ba_dataset *d, ba_attn attn, const train_opts *o,
     ba_trainer *t = trainer(d, attn, o);
     memset(log, 0, sizeof *log);
     loss_sink sink = {log, o->steps};
-    ba_train_hooks hooks = {NULL, on_progress, NULL, &sink};
+    ba_train_hooks hooks = {NULL, on_progress, NULL, &sink, NULL};
     ba_train_outcome out;
     double t0 = now();
     if (ba_trainer_run(t, NULL, &hooks, &out, err))

@@ -230,7 +230,7 @@ static void test_resume_run_dir(void **state)
     const char *A = path_of("whole", 1), *B = path_of("stopped", 1);
     ba_trainer *t = fresh(d, 0);
     hook_state ha = {0, 0, {0}};
-    ba_train_hooks hooks = {on_record, on_progress, on_stop, &ha};
+    ba_train_hooks hooks = {on_record, on_progress, on_stop, &ha, NULL};
     ba_train_outcome oa;
     assert_int_equal(ba_trainer_run(t, A, &hooks, &oa, err), BA_OK);
     assert_false(oa.stopped);
@@ -354,6 +354,287 @@ static void test_restore_refuses(void **state)
     assert_int_equal(ba_trainer_restore(&r, path_of("absent", 0), d, NULL, err), BA_ERR_IO);
     ba_trainer_free(t);
     ba_dataset_free(d), ba_dataset_free(other), ba_dataset_free(longer);
+}
+
+/* src rewritten to dst with metadata key set to val (NULL: dropped) and,
+ * when neg_v, the first AdamW second moment made negative. */
+static void rewrite_state(const char *src, const char *dst, const char *key, const char *val,
+                          int neg_v)
+{
+    char err[BA_ERR_LEN];
+    ba_st *st;
+    if (ba_st_read(&st, src, err))
+        fail_msg("%s", err);
+    ba_st_entry e[3];
+    float *v = NULL;
+    for (int i = 0; i < 3; i++) {
+        const ba_st_tensor *t = ba_st_get(st, i);
+        e[i].name = t->name, e[i].dtype = t->dtype, e[i].ndim = t->ndim;
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+        e[i].data = t->data;
+        if (neg_v && !strcmp(t->name, "adam_v")) {
+            v = malloc(t->nbytes);
+            memcpy(v, t->data, t->nbytes);
+            v[0] = -1e-3f;
+            e[i].data = v;
+        }
+    }
+    static const char *const keys[] = {"config", "train", "step", "data_rng", "sampler_rng",
+                                       "train_s", "checksum"};
+    const char *k[7], *vals[7];
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        const char *x = strcmp(keys[i], key) ? ba_st_metadata(st, keys[i]) : val;
+        if (x)
+            k[n] = keys[i], vals[n++] = x;
+    }
+    if (ba_st_write(dst, e, 3, k, vals, n, err))
+        fail_msg("%s", err);
+    free(v);
+    ba_st_free(st);
+}
+
+/* A state's settings with one "key":old replaced by "key":new. */
+static char *edit_train(const char *path, const char *from, const char *to)
+{
+    char err[BA_ERR_LEN];
+    ba_st *st;
+    if (ba_st_read(&st, path, err))
+        fail_msg("%s", err);
+    const char *tr = ba_st_metadata(st, "train");
+    const char *at = strstr(tr, from);
+    assert_non_null(at);
+    char *out = malloc(strlen(tr) + strlen(to) + 1);
+    memcpy(out, tr, (size_t)(at - tr));
+    strcpy(out + (at - tr), to);
+    strcat(out, at + strlen(from));
+    ba_st_free(st);
+    return out;
+}
+
+/* A resumable state is validated on load by the rules and messages of the
+ * command line (issue 14, item 6). */
+static void test_state_validation(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    ba_dataset *d = brackets(8, 1234);
+    ba_trainer *t = fresh(d, 0), *r = NULL;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ba_trainer_step(t, NULL, NULL, NULL, err), BA_OK);
+    const char *p = path_of("valid.safetensors", 0), *q = path_of("bad.safetensors", 0);
+    assert_int_equal(ba_trainer_save_state(t, p, err), BA_OK);
+    assert_int_equal(ba_trainer_restore(&r, p, d, NULL, err), BA_OK); /* the control */
+    ba_trainer_free(r);
+    r = NULL;
+    rewrite_state(p, q, "step", "41", 0);
+    assert_int_equal(ba_trainer_restore(&r, q, d, NULL, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "the saved step 41 is beyond the run's 40 steps"));
+    rewrite_state(p, q, "data_rng", "0000000000000000000000000000000000000000000000000000000000000000", 0);
+    assert_int_equal(ba_trainer_restore(&r, q, d, NULL, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "batch-stream RNG state"));
+    char *tr = edit_train(p, "\"clip\":1", "\"clip\":-1");
+    rewrite_state(p, q, "train", tr, 0);
+    free(tr);
+    assert_int_equal(ba_trainer_restore(&r, q, d, NULL, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "clip = -1 is out of range [0, 1e9]"));
+    tr = edit_train(p, "\"warmup\":2", "\"warmup\":41");
+    rewrite_state(p, q, "train", tr, 0);
+    free(tr);
+    assert_int_equal(ba_trainer_restore(&r, q, d, NULL, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "warmup = 41 is out of range [0, steps = 40]"));
+    /* a negative second moment, with its checksum and without one (older
+     * states): refused on load, not at the first update */
+    rewrite_state(p, q, "step", "3", 1);
+    assert_int_equal(ba_trainer_restore(&r, q, d, NULL, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "state tensor 'adam_v' value [0] = -0.001 is negative"));
+    rewrite_state(p, q, "checksum", NULL, 1);
+    assert_int_equal(ba_trainer_restore(&r, q, d, NULL, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "state tensor 'adam_v' value [0] = -0.001 is negative"));
+    assert_null(r);
+    ba_trainer_free(t);
+    ba_dataset_free(d);
+}
+
+/* A stop during the final evaluation: the trained weights were saved
+ * first, the run is "stopped" at its last step without a final record, and
+ * a resume evaluates it to the same result as a run never stopped; the
+ * loop's evaluations go in batches of the training batch. */
+typedef struct {
+    int ticks, total, stop_in_eval;
+} eval_hooks;
+
+static void on_eval_progress(int done, int total, void *user)
+{
+    eval_hooks *e = user;
+    assert_true(done > 0 && done <= total);
+    assert_int_equal(done % 8 == 0 || done == total, 1); /* batch 8 */
+    e->ticks++, e->total = total;
+}
+
+static int stop_in_eval(void *user)
+{
+    eval_hooks *e = user;
+    return e->stop_in_eval && e->ticks > 0;
+}
+
+static void test_stop_in_final_eval(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN], path[512];
+    ba_dataset *d = brackets(8, 1234);
+    const char *A = path_of("final-whole", 1), *B = path_of("final-stopped", 1);
+    eval_hooks ea = {0, 0, 0}, eb = {0, 0, 1};
+    ba_train_hooks ha = {NULL, NULL, stop_in_eval, &ea, on_eval_progress};
+    ba_train_hooks hb = {NULL, NULL, stop_in_eval, &eb, on_eval_progress};
+    ba_train_outcome oa, ob;
+    ba_trainer *t = fresh(d, 0);
+    assert_int_equal(ba_trainer_run(t, A, &ha, &oa, err), BA_OK);
+    ba_trainer_free(t);
+    assert_false(oa.stopped);
+    assert_int_equal(ea.total, ba_dataset_num_eval(d));
+    assert_int_equal(ea.ticks, (ea.total + 7) / 8);
+    t = fresh(d, 0);
+    assert_int_equal(ba_trainer_run(t, B, &hb, &ob, err), BA_OK);
+    ba_trainer_free(t);
+    assert_true(ob.stopped);
+    assert_int_equal(ob.step, 40);
+    assert_int_equal(eb.ticks, 1);
+    ba_run_info info;
+    assert_int_equal(ba_run_read(B, &info, err), BA_OK);
+    assert_int_equal(info.status, BA_RUN_STOPPED);
+    assert_int_equal(info.step, 40);
+    ba_run_info_clear(&info);
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/model.safetensors", A);
+    snprintf(pb, sizeof pb, "%s/model.safetensors", B);
+    assert_same_file(pa, pb); /* the trained weights were saved */
+    snprintf(path, sizeof path, "%s/state.safetensors", B);
+    ba_trainer *r = NULL;
+    if (ba_trainer_restore(&r, path, d, NULL, err))
+        fail_msg("restore: %s", err);
+    eb.stop_in_eval = 0;
+    assert_int_equal(ba_trainer_run(r, B, &hb, &ob, err), BA_OK);
+    assert_false(ob.stopped);
+    assert_int_equal(ob.steps_run, 0);
+    assert_true(ob.final.loss == oa.final.loss);
+    assert_true(ob.final.accuracy == oa.final.accuracy);
+    ba_trainer_free(r);
+    int resumes;
+    check_log(B, 40, &resumes);
+    assert_int_equal(resumes, 1);
+
+    /* the finished run restored again: evaluated again to the same
+     * numbers, its end records replaced, never doubled (the CLI refuses
+     * this by run.json; a kill between the final record and run.json
+     * leaves a run that comes here) */
+    snprintf(pb, sizeof pb, "%s/state.safetensors", B);
+    if (ba_trainer_restore(&r, pb, d, NULL, err))
+        fail_msg("restore: %s", err);
+    assert_int_equal(ba_trainer_run(r, B, NULL, &ob, err), BA_OK);
+    assert_true(ob.final.loss == oa.final.loss);
+    ba_trainer_free(r);
+    check_log(B, 40, &resumes);
+    assert_int_equal(resumes, 2);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", B);
+    size_t n;
+    char *log = (char *)slurp(path, &n);
+    log = realloc(log, n + 1);
+    log[n] = '\0';
+    int finals = 0;
+    for (char *q = log; (q = strstr(q, "\"event\":\"final\"")); q++)
+        finals++;
+    assert_int_equal(finals, 1);
+    free(log);
+    ba_dataset_free(d);
+}
+
+/* A state resumed into another run's directory: refused before anything is
+ * written, naming the first difference. */
+static void test_resume_other_log(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN], path[512], st[512];
+    ba_dataset *d = brackets(8, 1234);
+    const char *A = path_of("log-a", 1), *B = path_of("log-b", 1);
+    hook_state h = {5, 0, {0}};
+    ba_train_hooks hooks = {on_record, on_progress, on_stop, &h, NULL};
+    ba_trainer *t = fresh(d, 0);
+    assert_int_equal(ba_trainer_run(t, A, &hooks, NULL, err), BA_OK);
+    ba_trainer_free(t);
+    /* B: another seed */
+    ba_config cfg = ba_config_default(BA_ATTN_BOLTZMANN, 8);
+    ba_config_set_data(&cfg, d);
+    cfg.n_embd = 16, cfg.n_head = 4;
+    ba_train_settings s = ba_train_settings_default(40);
+    s.batch = 8, s.eval_items = 8, s.seed = 12;
+    if (ba_trainer_init(&t, &cfg, d, NULL, &s, err))
+        fail_msg("%s", err);
+    h.last_step = 0;
+    assert_int_equal(ba_trainer_run(t, B, &hooks, NULL, err), BA_OK);
+    ba_trainer_free(t);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", A);
+    size_t n0, n1;
+    unsigned char *before = slurp(path, &n0);
+    snprintf(st, sizeof st, "%s/state.safetensors", B);
+    if (ba_trainer_restore(&t, st, d, NULL, err))
+        fail_msg("restore: %s", err);
+    assert_int_equal(ba_trainer_run(t, A, NULL, NULL, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "is the log of another run: its config has n_head = 2, the "
+                                "state's 4"));
+    ba_trainer_free(t);
+    unsigned char *after = slurp(path, &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    free(before), free(after);
+    ba_dataset_free(d);
+}
+
+/* A charlm run records its text's size and hash; a resume with another
+ * text of the same vocabulary is refused. */
+static void test_resume_other_text(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    const char *ta = path_of("a.txt", 0), *tb = path_of("b.txt", 0);
+    FILE *f = fopen(ta, "w"), *g = fopen(tb, "w");
+    for (int i = 0; i < 400; i++) {
+        fprintf(f, "%s", i % 3 ? "to be or not " : "that is it ");
+        fprintf(g, "%s", i % 5 ? "to be or not " : "that is it ");
+    }
+    fclose(f), fclose(g);
+    ba_dataset *a, *b;
+    assert_int_equal(ba_dataset_charlm(&a, ta, NULL, 0, 8, err), BA_OK);
+    assert_int_equal(ba_dataset_charlm(&b, tb, ba_dataset_vocab(a), ba_dataset_vocab_size(a), 8,
+                                       err), BA_OK);
+    uint64_t na, ha, nb, hb;
+    ba_dataset_fingerprint(a, &na, &ha);
+    ba_dataset_fingerprint(b, &nb, &hb);
+    size_t len;
+    unsigned char *txt = slurp(ta, &len);
+    assert_int_equal(na, len);
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a of the file, computed here */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ txt[i]) * 0x100000001b3ULL;
+    free(txt);
+    assert_true(h == ha);
+    assert_true(ha != hb);
+    ba_config cfg = ba_config_default(BA_ATTN_SOFTMAX, 8);
+    ba_config_set_data(&cfg, a);
+    cfg.n_embd = 8, cfg.n_head = 2;
+    ba_train_settings s = ba_train_settings_default(4);
+    s.batch = 2;
+    ba_trainer *t, *r = NULL;
+    assert_int_equal(ba_trainer_init(&t, &cfg, a, ta, &s, err), BA_OK);
+    assert_int_equal(ba_trainer_step(t, NULL, NULL, NULL, err), BA_OK);
+    const char *p = path_of("text.safetensors", 0);
+    assert_int_equal(ba_trainer_save_state(t, p, err), BA_OK);
+    assert_int_equal(ba_trainer_restore(&r, p, b, tb, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "the data differs from the run's"));
+    assert_null(r);
+    assert_int_equal(ba_trainer_restore(&r, p, a, ta, err), BA_OK);
+    ba_trainer_free(r), ba_trainer_free(t);
+    ba_dataset_free(a), ba_dataset_free(b);
 }
 
 /* ------------------------------------------------------- JSON forms */
@@ -499,6 +780,10 @@ int main(void)
         cmocka_unit_test(test_resume_in_memory),
         cmocka_unit_test(test_resume_run_dir),
         cmocka_unit_test(test_restore_refuses),
+        cmocka_unit_test(test_state_validation),
+        cmocka_unit_test(test_stop_in_final_eval),
+        cmocka_unit_test(test_resume_other_log),
+        cmocka_unit_test(test_resume_other_text),
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_records),
     };

@@ -189,6 +189,37 @@ put("ckpt_meta_number_value.safetensors",
     variant(lambda h: h["__metadata__"].__setitem__("step", 1)))
 
 
+# Keys a JSON reader may take the first of (cJSON) or the last of (Python),
+# a \u0000 escape that cuts a string short, a byte order mark: each read
+# two ways, so refused. dumps() cannot repeat a key; the text is edited.
+BASE_TEXT = dumps(base_h)
+put("ckpt_json_dup_key_entry.safetensors",
+    pack(BASE_TEXT.replace('"pos_emb":{"dtype":"F32"', '"pos_emb":{"dtype":"I32","dtype":"F32"'),
+         base_d))
+put("ckpt_json_dup_key_nested.safetensors",
+    pack(BASE_TEXT.replace('"pos_emb":{', '"pos_emb":{"notes":{"a":1,"a":2},'), base_d))
+put("ckpt_meta_dup_key.safetensors",
+    pack(BASE_TEXT.replace('"step":"1"', '"step":"1","step":"2"'), base_d))
+put("ckpt_json_nul_escape_name.safetensors",
+    pack(BASE_TEXT.replace('"head.bias":', '"head.bias\\u0000x":'), base_d))
+put("ckpt_meta_nul_escape.safetensors",
+    pack(BASE_TEXT.replace('"step":"1"', '"step":"1\\u00002"'), base_d))
+put("ckpt_json_bom.safetensors", pack("\ufeff" + BASE_TEXT, base_d))
+
+
+def cfg_text(text):
+    return variant(lambda h: h["__metadata__"].__setitem__("config", text))
+
+
+CFG_TEXT = dumps(BR_CFG)
+put("ckpt_cfg_dup_key.safetensors",
+    cfg_text(CFG_TEXT.replace('"attn":"softmax"', '"attn":"boltzmann","attn":"softmax"')))
+put("ckpt_cfg_dup_key_sampler.safetensors",
+    cfg_text(CFG_TEXT[:-1] + ',"sampler":{"kind":"gibbs","kind":"exact"}}'))
+put("ckpt_cfg_nul_escape.safetensors",
+    cfg_text(CFG_TEXT.replace('"task":"brackets"', '"task":"brackets\\u0000charlm"')))
+put("ckpt_cfg_bom.safetensors", cfg_text("\ufeff" + CFG_TEXT))
+
 # ---------------------------------------------------- lying offsets
 def set_off(name, off):
     return variant(lambda h: h[name].__setitem__("data_offsets", off))
@@ -255,6 +286,8 @@ put("ckpt_cfg_missing_ffn.safetensors",
 put("ckpt_cfg_heads.safetensors", variant(cfg=dict(BR_CFG, n_head=3)))
 put("ckpt_cfg_T_limit.safetensors",
     variant(cfg=dict(BR_CFG, attn="boltzmann", block_size=30, out_size=30)))
+# a model whose held-out set is empty: its evaluation would score "0 of 0"
+put("ckpt_cfg_heldout_zero.safetensors", variant(cfg=dict(BR_CFG, n_heldout=0)))
 put("ckpt_cfg_not_json.safetensors",
     variant(lambda h: h["__metadata__"].__setitem__("config", "{task: brackets")))
 put("ckpt_cfg_missing.safetensors",
@@ -286,6 +319,14 @@ put("ckpt_value_nan.safetensors", pack(dumps(base_h), bytes(nan)))
 inf_t = [list(t) for t in base_t]
 inf_t[1][3] = f32([float("inf")] + [0.0] * 15)  # pos_emb[0], checksum matching
 put("ckpt_value_inf.safetensors", variant(tensors=inf_t))
+
+# finite weights whose logits are not: ln_f's scale overflows F32, so the
+# logits are inf and their softmax NaN (eval fails; sample must too)
+big_lnf = [list(t) for t in model_tensors(len(LM_VOCAB), len(LM_VOCAB))]
+for t in big_lnf:
+    if t[0] == "ln_f.weight":
+        t[3] = f32([3e38] * C)
+put("ckpt_lm_logits_inf.safetensors", variant(tensors=big_lnf, cfg=LM_CFG))
 
 # --------------------------------------------------------------- batches
 BIN_IN = [0, 0, 1, 1, 0, 1, 0, 1]
@@ -320,6 +361,10 @@ put("batch_1d.safetensors", batch(shape_in=(8,), shape_tg=(8,)))
 put("batch_zero_rows.safetensors", batch(inputs=[], targets=[], shape_in=(0, 4), shape_tg=(0, 4)))
 put("batch_rows_lie.safetensors", batch(shape_in=(2**31, 4)))
 put("batch_truncated.safetensors", files["batch_ok.safetensors"][:-5])
+# a target out of range at batch row 1, position 2 (flat row 6): for the
+# charlm base too (7 is outside its 5 classes)
+put("batch_target_row1_pos2.safetensors", batch(targets=[-1, -1, 1, 0, -1, 0, 7, 2]))
+put("batch_targets_all_none.safetensors", batch(targets=[-1] * 8))
 
 # ------------------------------------------------------------ text data
 GOOD = "abc ab\nca bc\n" * 8  # 104 bytes of the charlm base's vocabulary
