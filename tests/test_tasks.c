@@ -663,6 +663,7 @@ static void test_charlm_utf8_accepted(void **state)
         assert_int_equal(V[tg[t]], (uint8_t)unit[t + 1]);
     }
     ba_dataset_free(d);
+    unlink(path);
     /* a byte-order mark is text too */
     char bom[3 + 18 * 10];
     memcpy(bom, "\xef\xbb\xbf", 3);
