@@ -161,6 +161,13 @@ expect 2 "--sampler-beta" -- "$BIN" eval --ckpt "$M/ckpt_ok_brackets.safetensors
 check "sample --help offers --threads" '"$BIN" sample --help | grep -q -- "--threads N"'
 expect 0 "" -- "$BIN" sample --ckpt lm/model.safetensors --len 5 --threads 1
 expect 2 "--threads: 0 is out of range" -- "$BIN" sample --ckpt lm/model.safetensors --threads 0
+# more threads than CPUs are refused, naming the CPUs the process may use
+cpus=$(nproc)
+expect 2 "--threads: 1000 is out of range [1, $cpus]" -- "$BIN" train --task brackets --threads 1000 --steps 1
+expect 2 "--threads: $((cpus + 1)) is out of range [1, $cpus]" -- \
+    "$BIN" eval --ckpt "$M/ckpt_ok_brackets.safetensors" --threads $((cpus + 1))
+# a T beyond every limit is refused with the limits in --help
+check "train --help names the T limits" '"$BIN" train --help | grep -q "at most 26 (fast engine), 20 (reference)"'
 # brackets' limits on T: the message names the limit of the kinds given,
 # and ablate's --T help states them
 expect 2 "brackets T = 65 is out of range [1, 64] with 1 bracket kind" -- \
