@@ -324,6 +324,25 @@ int ba_fast_marginals1(int n, const double *h, const double *J, int ldj, double 
 int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const double *g,
                       double *dh, double *dJ, char *err);
 
+/* ---------------------------------------------- band engine, batched
+ * Exact chain inference for couplings of range at most W (spec section 8;
+ * src/ising_band.c), with the layouts of ba_engine_forward/backward:
+ * h (B,T,T) or NULL, J (T,ldj), logw (B,T,T), g (B,T,T), dh (B,T,T) +=,
+ * dJ (T,ldj) += (dh, dJ may be NULL). Only J_jk with 0 < k - j <= W is
+ * read (entries beyond the band count as 0) and only those dJ entries are
+ * written. O(n 2^(W+1)) per query of n spins; memory per thread
+ * T * 2^min(W,T-1) doubles (forward) or twice that (backward), which
+ * BA_BAND_MAX_CELLS bounds (BA_ERR_LIMIT above it). Results do not depend
+ * on the thread count. BA_ERR_ARG for W outside [1, BA_BAND_MAX_W], B < 1,
+ * T outside [1, BA_BAND_MAX_T], ldj < T, NULL J, logw or g. */
+#define BA_BAND_MAX_W 16
+#define BA_BAND_MAX_T 8192
+#define BA_BAND_MAX_CELLS ((size_t)1 << 24) /* T*2^W: 256 MiB backward workspace */
+int ba_band_forward(int W, int B, int T, const double *h, const double *J, int ldj,
+                    double *logw, char *err);
+int ba_band_backward(int W, int B, int T, const double *h, const double *J, int ldj,
+                     const double *g, double *dh, double *dJ, char *err);
+
 /* ------------------------------------------- sampled engine, batched
  * The sampled counterpart of ba_engine_forward/backward (src/sampled.c), with
  * the same layouts: query q = b*T + i has n = i+1 spins, h (B,T,T) fields or
