@@ -49,7 +49,8 @@ typedef struct {
 int out_open(const command *c, out_file *o);
 int out_close(const command *c, out_file *o, const char *path);
 /* An output file the command is about to write, checked before any work:
- * 0, or 2 after printing when path is empty, exists and is not a regular
+ * 0, or 2 after printing when path is missing (NULL: "option '--out' is
+ * required") or empty, exists and is not a regular
  * file (a device, a FIFO, a directory), or is the same file (device and
  * inode, whatever the names) as one of the n inputs (NULL entries are
  * skipped). what names the option, e.g. "--out". */

@@ -177,7 +177,9 @@ int same_file(const char *a, const char *b)
 int check_out_file(const command *c, const char *what, const char *path,
                    const char *const *inputs, int n)
 {
-    if (!path || !*path)
+    if (!path)
+        return usage_error(c, "option '%s' is required", what);
+    if (!*path)
         return usage_error(c, "%s: the path is empty", what);
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))

@@ -324,8 +324,6 @@ int cmd_grads(int argc, char **argv)
         return rc;
     if (!get_str(c, "batch"))
         return usage_error(c, "option '--batch' is required");
-    if (!get_str(c, "out"))
-        return usage_error(c, "option '--out' is required");
     const char *inputs[] = {get_str(c, "ckpt"), get_str(c, "batch")};
     if ((rc = check_out_file(c, "--out", get_str(c, "out"), inputs, 2)))
         return rc;
@@ -396,8 +394,6 @@ int cmd_batch(int argc, char **argv)
     const char *split = get_str(c, "split");
     if (strcmp(split, "train") != 0 && strcmp(split, "eval") != 0)
         return usage_error(c, "--split: '%s' is not train or eval", split);
-    if (!get_str(c, "out"))
-        return usage_error(c, "option '--out' is required");
     const char *inputs[] = {get_str(c, "ckpt"), is_set(c, "data") ? get_str(c, "data") : NULL};
     if ((rc = check_out_file(c, "--out", get_str(c, "out"), inputs, 2)))
         return rc;

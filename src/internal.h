@@ -212,20 +212,17 @@ int ba_state_describe(const ba_st *st, ba_config *cfg, ba_data_spec *spec,
 int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rng,
                        double *train_s, char *err);
 struct cJSON *ba_record_object(const ba_record *r, struct cJSON *config, struct cJSON *train);
-/* What a run's log holds up to a step: the training time its kept records
- * account for, and its config record's line (malloc'd, the caller frees;
- * NULL when there is none). */
-typedef struct {
-    double logged_s;
-    char *config;
-} ba_log_scan;
-/* Scans metrics.jsonl (a missing log is an empty one) and, when rewrite is
- * set, trims it to the records up to step (dropping what a killed call
- * logged after its last save, and a torn last line), atomically; with
- * drop_end also the final and quality records of step (a run resumed at
- * its last step makes them again). scan describes the kept records. */
-int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_scan *scan,
-                char *err);
+/* Trims metrics.jsonl (a missing log is an empty one) to the records up to
+ * step (dropping what a killed call logged after its last save, and a
+ * torn last line), atomically; with drop_end also the final and quality
+ * records of step (a run resumed at its last step makes them again). The
+ * file is read once; check (may be NULL) sees its first config record's
+ * line (NULL if none) before anything is written, and a non-zero return
+ * (err set) leaves the log untouched. *logged_s: the training time the kept
+ * records account for. */
+typedef int (*ba_log_check)(const char *config_line, void *user, char *err);
+int ba_log_trim(const char *path, long step, int drop_end, ba_log_check check, void *user,
+                double *logged_s, char *err);
 
 /* Safetensors helpers for messages: "F32", and "[2, 3]". */
 const char *ba_dtype_name(ba_dtype d);

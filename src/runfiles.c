@@ -228,10 +228,10 @@ int ba_record_from_json(const char *line, ba_record *r, char *err)
 
 /* ------------------------------------------------------- metrics log */
 
-int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_scan *scan,
-                char *err)
+int ba_log_trim(const char *path, long step, int drop_end, ba_log_check check, void *user,
+                double *logged_s, char *err)
 {
-    memset(scan, 0, sizeof *scan);
+    *logged_s = 0;
     if (access(path, F_OK) != 0)
         return BA_OK; /* no log yet: nothing to keep */
     unsigned char *buf;
@@ -242,6 +242,7 @@ int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_s
     /* The kept lines are moved down in place: w never passes line. */
     char *txt = (char *)buf, *w = txt, *end = txt + size;
     double seg = 0; /* elapsed_s of the current call's latest kept record */
+    char *config = NULL; /* the first config record, for check */
     for (char *line = txt; line < end;) {
         char *nl = memchr(line, '\n', (size_t)(end - line));
         if (!nl)
@@ -250,7 +251,7 @@ int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_s
         *nl = '\0';
         ba_record r;
         int ours = ba_record_from_json(line, &r, NULL) == BA_OK;
-        if (ours && r.kind == BA_REC_CONFIG && !scan->config && !(scan->config = strdup(line)))
+        if (ours && r.kind == BA_REC_CONFIG && !config && !(config = strdup(line)))
             rc = ba_fail(err, BA_ERR_NOMEM, "out of memory");
         *nl = '\n';
         /* a line that is no record is not ours to judge: kept as it is;
@@ -261,7 +262,7 @@ int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_s
             memmove(w, line, len);
             w += len;
             if (ours && r.kind == BA_REC_RESUME) { /* a new call began */
-                scan->logged_s += seg;
+                *logged_s += seg;
                 seg = 0;
             }
             if (ours && r.kind == BA_REC_TRAIN && r.elapsed_s >= 0 && isfinite(r.elapsed_s))
@@ -269,16 +270,17 @@ int ba_log_trim(const char *path, long step, int rewrite, int drop_end, ba_log_s
         }
         line += len;
     }
-    scan->logged_s += seg;
+    *logged_s += seg;
+    /* The caller's check comes before anything is written: a log that is
+     * not the caller's stays as it was. */
+    if (rc == BA_OK && check)
+        rc = check(config, user, err);
     /* Replaced atomically like the other files: a kill during the rewrite
      * leaves the old log, which the next resume trims again. */
-    if (rc == BA_OK && rewrite)
+    if (rc == BA_OK)
         rc = ba_write_file(path, txt, (size_t)(w - txt), err);
+    free(config);
     free(buf);
-    if (rc) {
-        free(scan->config);
-        scan->config = NULL;
-    }
     return rc;
 }
 

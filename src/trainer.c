@@ -108,6 +108,16 @@ static int trainer_alloc(ba_trainer **out, const ba_config *cfg, const ba_datase
     return BA_OK;
 }
 
+/* A charlm text's size and "fnv1a64:<hex>" hash as the settings record
+ * them (ba_dataset_fingerprint). */
+static uint64_t text_fingerprint(const ba_dataset *d, char hash[32])
+{
+    uint64_t bytes, h;
+    ba_dataset_fingerprint(d, &bytes, &h);
+    snprintf(hash, 32, "fnv1a64:%016llx", (unsigned long long)h);
+    return bytes;
+}
+
 /* The settings as recorded in checkpoints and states: with the data path
  * (charlm only) and the thread count of this process. */
 static int set_data_path(ba_trainer *t, const char *path, char *err)
@@ -120,10 +130,8 @@ static int set_data_path(ba_trainer *t, const char *path, char *err)
     free(t->train_json);
     t->train_json = NULL;
     cJSON *o = ba_settings_json_object(&t->s, p);
-    uint64_t bytes, hash;
-    ba_dataset_fingerprint(t->data, &bytes, &hash);
-    char hex[40];
-    snprintf(hex, sizeof hex, "fnv1a64:%016llx", (unsigned long long)hash);
+    char hex[32];
+    uint64_t bytes = text_fingerprint(t->data, hex);
     int ok = o && (t->spec.task != BA_TASK_CHARLM ||
                    (cJSON_AddNumberToObject(o, "data_bytes", (double)bytes) &&
                     cJSON_AddStringToObject(o, "data_hash", hex)));
@@ -145,10 +153,8 @@ static int same_text(const ba_st *st, const ba_dataset *data, const char *path, 
     const cJSON *dp = cJSON_GetObjectItemCaseSensitive(o, "data");
     int rc = BA_OK;
     if (ba_dataset_task(data) == BA_TASK_CHARLM && cJSON_IsNumber(nb) && cJSON_IsString(hh)) {
-        uint64_t bytes, hash;
-        ba_dataset_fingerprint(data, &bytes, &hash);
-        char hex[40];
-        snprintf(hex, sizeof hex, "fnv1a64:%016llx", (unsigned long long)hash);
+        char hex[32];
+        uint64_t bytes = text_fingerprint(data, hex);
         if ((double)bytes != nb->valuedouble || strcmp(hex, hh->valuestring) != 0)
             rc = ba_fail(err, BA_ERR_ARG,
                          "the data differs from the run's: %.200s has %llu bytes (%s), the run "
@@ -421,7 +427,7 @@ static int differs(const char *what, const cJSON *st, const cJSON *lg, const cha
 /* The log of a restored run must be its own: the config record's model,
  * data and settings, compared as the state's after both are read by the
  * same readers (so a log of an older version compares by meaning, not by
- * spelling). A log without a config record is taken as it is. */
+ * spelling). */
 static int same_run(run_ctx *c, const char *config_line, char *err)
 {
     ba_trainer *t = c->t;
@@ -466,24 +472,11 @@ static int same_run(run_ctx *c, const char *config_line, char *err)
     return rc;
 }
 
-/* A restored run's log: checked to be its own, then trimmed back to the
- * saved step (at the last step also without the end's records, which the
- * evaluation makes again: the same numbers, and never two final records);
- * *logged_s is the training time it accounts for. */
-static int reopen_log(run_ctx *c, double *logged_s, char *err)
+/* ba_log_trim's check of a restored run's log (a log without a config
+ * record is taken as it is). */
+static int check_log(const char *config_line, void *user, char *err)
 {
-    ba_log_scan scan;
-    int rc = ba_log_trim(c->logpath, c->start, 0, 0, &scan, err);
-    if (rc)
-        return rc;
-    if (scan.config)
-        rc = same_run(c, scan.config, err);
-    free(scan.config);
-    int at_end = c->start >= c->t->s.steps;
-    if (rc == BA_OK && (rc = ba_log_trim(c->logpath, c->start, 1, at_end, &scan, err)) == BA_OK)
-        free(scan.config);
-    *logged_s = scan.logged_s;
-    return rc;
+    return config_line ? same_run(user, config_line, err) : BA_OK;
 }
 
 /* The log opened for appending, never through a symbolic link (a planted
@@ -507,7 +500,10 @@ static FILE *open_log_file(const char *path, int fresh)
 }
 
 /* Opens the log: a fresh run starts it with its config record; a restored
- * one continues its own (reopen_log) with a resume record. */
+ * one checks that the log is its own, trims it back to the saved step (at
+ * the last step also without the end's records, which the evaluation makes
+ * again: the same numbers, and never two final records) and continues it
+ * with a resume record. */
 static int open_log(run_ctx *c, char *err)
 {
     ba_trainer *t = c->t;
@@ -516,7 +512,8 @@ static int open_log(run_ctx *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "run directory path too long");
     double logged_s = 0;
     int rc;
-    if (t->restored && (rc = reopen_log(c, &logged_s, err)))
+    if (t->restored && (rc = ba_log_trim(c->logpath, c->start, c->start >= t->s.steps,
+                                         check_log, c, &logged_s, err)))
         return rc;
     if (t->prior_s < 0)
         t->prior_s = logged_s; /* a state from before the count: the log's figure */
@@ -687,18 +684,18 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
         rc = one_step(&c, &stop, err);
     out->step = ba_model_step_count(t->m);
     out->steps_run = out->step - c.start;
-    if (rc == BA_OK && stop) {
+    /* the end saves before it evaluates; a stop there leaves the
+     * evaluation to a resume */
+    int ended = rc == BA_OK && !stop;
+    if (ended)
+        rc = finish(&c, now_s() - c.t0, err);
+    if (rc == BA_OK && (stop || c.stopped)) {
         out->stopped = 1;
         out->train_s = now_s() - c.t0;
-        if ((rc = save_point(&c, err)) == BA_OK)
+        if (!ended)
+            rc = save_point(&c, err);
+        if (rc == BA_OK)
             rc = write_run(&c, BA_RUN_STOPPED, NULL, NULL, err);
-    } else if (rc == BA_OK) {
-        rc = finish(&c, now_s() - c.t0, err);
-        if (rc == BA_OK && c.stopped) { /* saved; the evaluation is left to a resume */
-            out->stopped = 1;
-            out->train_s = now_s() - c.t0;
-            rc = write_run(&c, BA_RUN_STOPPED, NULL, NULL, err);
-        }
     }
     if (rc != BA_OK && c.log)
         write_run(&c, BA_RUN_FAILED, NULL, err, NULL);
