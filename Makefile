@@ -68,7 +68,7 @@ test-asan: deps
 run: build
 	@echo "brackets, T = 8: softmax vs boltzmann attention (600 steps each, seed 1)"
 	@for a in softmax boltzmann; do \
-	  out=$$($(BIN) train --task brackets --attn $$a --T 8 --steps 600 --seed 1 --out runs/demo-$$a --quiet) || exit 1; \
+	  out=$$($(BIN) train --task brackets --attn $$a --T 8 --steps 600 --seed 1 --out runs/demo-$$a --force --quiet) || exit 1; \
 	  echo "$$out" | sed -n 's/^final: /'"$$a"': /p'; \
 	done
 
