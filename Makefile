@@ -10,7 +10,7 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build test test-release test-asan run data bench reproduce results-doc samplers-doc clean help
+.PHONY: all deps build test test-release test-asan run data bench bench-long reproduce results-doc samplers-doc clean help
 PRESET     ?= quick
 
 all: build
@@ -20,10 +20,12 @@ help:
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
 	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR)"
-	@echo "make results-doc   regenerate docs/results.md from results/full (no training)"
+	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long; no training)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
+	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
+	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~30 min; LONG_ARGS=--quick)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 
@@ -86,8 +88,17 @@ data/tinyshakespeare.txt:
 bench: build
 	$(BUILD)/bench_busy --reps 7 --work softmax8,softmax16,boltzmann8,boltzmann16
 
-# The paper's comparisons: PRESET=quick (minutes), full (hours) or samplers,
-# into out/PRESET (OUT=DIR to choose; results/PRESET holds the committed runs).
+# The "Long contexts (band engine)" figures of docs/performance.md: the
+# attention core (softmax, relative band W = 2, 4, 8, fast engine at small
+# T) and the 2-layer charlm training step, one thread, ratios in one run.
+# LONG_ARGS=--quick is a smoke test of seconds.
+LONG_ARGS ?=
+bench-long: build
+	$(BUILD)/bench_long --threads 1 --csv $(BUILD)/bench_long.csv $(LONG_ARGS)
+
+# The paper's comparisons: PRESET=quick (minutes), full (hours), samplers or
+# long (long contexts), into out/PRESET (OUT=DIR to choose; results/PRESET
+# holds the committed runs).
 reproduce: build
 	bash lab/reproduce.sh $(PRESET) $(BIN)
 
@@ -98,10 +109,15 @@ samplers-doc: build
 	$(BIN) report results/samplers --samplers-doc docs/samplers.md
 
 # docs/results.md from the committed full grid (results/full): summaries,
-# plots, couplings and the report are regenerated; nothing is trained.
+# plots, couplings and the report are regenerated; nothing is trained. Once
+# results/long exists, its long-context section follows the full report.
 results-doc: build
 	SUMMARY_ONLY=1 OUT=results/full bash lab/reproduce.sh full $(BIN)
 	$(BIN) report results/full --preset full --link-prefix ../results/full/ > docs/results.md.tmp
+	if [ -d results/long ]; then \
+	  SUMMARY_ONLY=1 OUT=results/long bash lab/reproduce.sh long $(BIN) && \
+	  $(BIN) report results/long --preset long --section-only --link-prefix ../results/long/ >> docs/results.md.tmp; \
+	fi
 	mv docs/results.md.tmp docs/results.md
 
 clean:

@@ -32,6 +32,9 @@ int open_dataset(const ba_data_spec *spec, int T, const char *path, int use_voca
  * (malloc'd). */
 char *ckpt_data_path(const char *ckpt);
 void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *r);
+/* For a sampled model the exact engines cannot run (T beyond their
+ * limits): "LABEL (exact inference): skipped: why" on f and 1; else 0. */
+int print_exact_skipped(FILE *f, const char *label, const ba_config *cfg);
 
 /* ------------------------------------------------------ output files
  * Files the lab writes with fprintf go through memory and then the
@@ -120,7 +123,8 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
     {"heldout", "N", "2000", "brackets: held-out sequences (1 to 20% of all prefixes)",     \
      0, 0},                                                                                  \
     {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},                  \
-    {"engine", "NAME", "fast", "exact Ising engine: fast|reference", 0, 0},                  \
+    {"engine", "NAME", "auto",                                                               \
+     "exact Ising engine: auto (band with --band, else fast)|fast|band|reference", 0, 0},     \
     {"eval-every", "N", "steps/10", "validate every N steps (0 = only at the end)", 0, 0},   \
     {"save-every", "N", "as --eval-every",                                                   \
      "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},  \

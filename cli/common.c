@@ -112,6 +112,17 @@ void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *
                 r->n_items, r->loss);
 }
 
+int print_exact_skipped(FILE *f, const char *label, const ba_config *cfg)
+{
+    ba_config exact = *cfg;
+    exact.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
+    char why[BA_ERR_LEN];
+    if (ba_config_validate(&exact, why) == BA_OK)
+        return 0;
+    fprintf(f, "%s (exact inference): skipped: %s\n", label, why);
+    return 1;
+}
+
 /* ------------------------------------------------------ output files */
 
 static int vmkpath(const command *c, char *buf, const char *fmt, va_list ap)

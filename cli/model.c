@@ -19,6 +19,9 @@ static opt eval_opts[64] = {
      0, 0},
     {"items", "N", "0 (all)", "evaluate on N evenly spaced items only", 0, 0},
     {"batch", "N", "64", "evaluation batch size", 0, 0},
+    {"T", "N", "the model's",
+     "context length to evaluate at (charlm): shorter than the model's, or longer for a "
+     "model without position embeddings whose couplings are relative with a band", 0, 0},
     {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
     SAMPLER_OPTS("the checkpoint's"),
     {0, 0, 0, 0, 0, 0},
@@ -109,18 +112,32 @@ static int eval_report(const command *c, ba_model *m, ba_task task, const ba_dat
     print_eval(stdout, "eval", task, &r);
     if (own.kind == BA_SAMPLER_EXACT)
         return 0;
-    int T = cfg->block_size;
-    if (T > ba_engine_max_spins(cfg->engine)) {
-        printf("eval (exact inference): skipped, T = %d is beyond the %s engine's limit of %d\n",
-               T, ba_engine_name(cfg->engine), ba_engine_max_spins(cfg->engine));
+    if (print_exact_skipped(stdout, "eval", cfg))
         return 0;
-    }
     ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT);
     if ((st = ba_model_set_sampler(m, &exact, err)))
         return fail_lib(c, err, 1);
     if ((rc = evaluate(c, m, data, items, batch, "eval (exact inference)", &r)))
         return rc;
     print_eval(stdout, "eval (exact inference)", task, &r);
+    return 0;
+}
+
+/* eval --T: *m replaced by the model at that context length. */
+static int resize_model(const command *c, ba_model **m)
+{
+    char err[BA_ERR_LEN];
+    int T, rc;
+    if ((rc = get_int(c, "T", 1, BA_MAX_BLOCK, &T)))
+        return rc;
+    if (T == ba_model_config(*m)->block_size)
+        return 0;
+    ba_model *r;
+    int st = ba_model_resize(*m, T, &r, err);
+    if (st)
+        return fail_lib(c, err, st == BA_ERR_NOMEM ? 1 : EXIT_USAGE);
+    ba_model_free(*m);
+    *m = r;
     return 0;
 }
 
@@ -148,6 +165,11 @@ int cmd_eval(int argc, char **argv)
         return rc;
     const ba_config *cfg = ba_model_config(m);
     /* --sampler and its options: the checkpoint's own sampler unless told */
+    if (is_set(c, "T") && (rc = resize_model(c, &m))) {
+        ba_model_free(m);
+        return rc;
+    }
+    cfg = ba_model_config(m);
     ba_sampler sampler;
     if ((rc = parse_sampler_opt(c, &cfg->sampler, &sampler))) {
         ba_model_free(m);

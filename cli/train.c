@@ -146,12 +146,27 @@ static void print_header(ba_trainer *t, const char *dir)
     sampler_desc(&cfg->sampler, sdesc, sizeof sdesc);
     int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
     ba_trainer_data_spec(t, &spec);
+    /* the couplings' form and the engine that runs them (auto resolved) */
+    char form[128] = "";
+    int ising = cfg->attn == BA_ATTN_BOLTZMANN || cfg->attn == BA_ATTN_COUPLING;
+    if (ising) {
+        char band[24] = "";
+        if (cfg->band > 0)
+            snprintf(band, sizeof band, " band=%d", cfg->band);
+        snprintf(form, sizeof form, " couplings=%s%s engine=%s%s",
+                 ba_couplings_name(cfg->couplings), band,
+                 ba_engine_name(ba_config_engine(cfg)),
+                 cfg->engine == BA_ENGINE_AUTO ? " (auto)" : "");
+    }
+    if (cfg->field_bias != BA_FIELD_BIAS_NONE)
+        snprintf(form + strlen(form), sizeof form - strlen(form), " field-bias=%s",
+                 ba_field_bias_name(cfg->field_bias));
     fprintf(stderr,
-            "train %s %s T=%d L=%d H=%d C=%d ffn=%s engine=%s%s%s: %zu parameters, %d "
-            "threads, out %s\n",
+            "train %s %s T=%d L=%d H=%d C=%d ffn=%s%s%s%s%s: %zu parameters, %d threads, out "
+            "%s\n",
             ba_task_name(spec.task), ba_attn_name(cfg->attn), cfg->block_size, cfg->n_layer,
-            cfg->n_head, cfg->n_embd, cfg->ffn ? "on" : "off", ba_engine_name(cfg->engine),
-            sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
+            cfg->n_head, cfg->n_embd, cfg->ffn ? "on" : "off", cfg->pos_emb ? "" : " pos-emb=none",
+            form, sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
             threads_in_use(), dir);
     uint64_t ntrain, neval;
     const ba_dataset *d = ba_trainer_dataset(t);
@@ -183,9 +198,7 @@ static void print_final(const driver *d, ba_trainer *t, const ba_train_outcome *
     if (o->has_exact)
         print_eval(stderr, "final (exact inference)", d->task, &o->exact);
     else
-        fprintf(stderr, "final (exact inference): skipped, T = %d is beyond the %s engine's "
-                        "limit of %d\n",
-                cfg->block_size, ba_engine_name(cfg->engine), ba_engine_max_spins(cfg->engine));
+        print_exact_skipped(stderr, "final", cfg);
 }
 
 int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
@@ -253,11 +266,23 @@ static opt train_opts[64] = {
     {"T", "N", "8",
      "block size (context length); boltzmann and coupling: at most " BA_STR(BA_FAST_MAX_SPINS)
      " (fast engine), " BA_STR(BA_REFERENCE_MAX_SPINS) " (reference), " BA_STR(BA_DQA_MAX_SPINS)
-     " (sampler direct or dqa), " BA_STR(BA_SAMPLER_MAX_SPINS) " (gibbs, sa); softmax and "
-     "sigmoid: " BA_STR(BA_MAX_BLOCK) "; brackets data: at most 64 (41, 32, 27 with 2, 3, 4 "
-     "--kinds)", 0, 0},
+     " (sampler direct or dqa), " BA_STR(BA_SAMPLER_MAX_SPINS) " (gibbs, sa), "
+     BA_STR(BA_MAX_BLOCK) " with --band (band engine); softmax and sigmoid: "
+     BA_STR(BA_MAX_BLOCK) "; brackets data: at most 64 (41, 32, 27 with 2, 3, 4 --kinds)", 0, 0},
     {"embd", "N", "64", "embedding width C (divisible by --heads)", 0, 0},
     {"no-ffn", NULL, NULL, "blocks without the MLP", 0, 0},
+    {"couplings", "FORM", "absolute",
+     "boltzmann/coupling: absolute (J_jk per pair of positions, the paper's) or relative "
+     "(J_jk = r(k-j), one per distance)", 0, 0},
+    {"band", "W", "none",
+     "boltzmann/coupling: couplings of range W only (J_jk = 0 for k-j > W), 1 <= W <= T-1 "
+     "and <= " BA_STR(BA_MAX_BAND) "; exact at any T with the band engine", 0, 0},
+    {"field-bias", "B", "none",
+     "sigmoid/boltzmann/coupling: none, or log-n (fields - 1/2 log n for a query seeing n "
+     "keys)", 0, 0},
+    {"pos-emb", "KIND", "learned (none with relative couplings)",
+     "position embeddings: learned or none (a model without them runs at any T: eval --T)",
+     0, 0},
     SHARED_TRAIN_OPTS,
     {"j-init-std", "X", "0", "std of the initial couplings J (0 = start at sigmoid)", 0, 0},
     {"seed", "N", "1", "seed of initialisation and batch order", 0, 0},
@@ -408,6 +433,29 @@ static int check_out_dir(const command *c, const char *dir)
     return 0;
 }
 
+/* --couplings, --band, --field-bias and --pos-emb into cfg. */
+static int parse_couplings_opts(const command *c, ba_config *cfg)
+{
+    char err[BA_ERR_LEN];
+    int rc;
+    if (ba_couplings_parse(get_str(c, "couplings"), &cfg->couplings, err))
+        return usage_error(c, "--couplings: %s", err);
+    if (ba_field_bias_parse(get_str(c, "field-bias"), &cfg->field_bias, err))
+        return usage_error(c, "--field-bias: %s", err);
+    /* --band 0 would read as "a band of width 0": no band is the absence
+     * of the option */
+    if (is_set(c, "band") && (rc = get_int(c, "band", 1, BA_MAX_BAND, &cfg->band)))
+        return rc;
+    cfg->pos_emb = cfg->couplings == BA_COUPLINGS_RELATIVE ? 0 : 1;
+    if (is_set(c, "pos-emb")) {
+        const char *pe = get_str(c, "pos-emb");
+        if (strcmp(pe, "learned") != 0 && strcmp(pe, "none") != 0)
+            return usage_error(c, "--pos-emb: unknown kind '%s' (expected learned|none)", pe);
+        cfg->pos_emb = strcmp(pe, "learned") == 0;
+    }
+    return 0;
+}
+
 /* The model config of the command line (refused before any data is read). */
 static int train_config(const command *c, ba_task task, const model_opts *mo, ba_config *cfg)
 {
@@ -425,12 +473,21 @@ static int train_config(const command *c, ba_task task, const model_opts *mo, ba
     cfg->engine = mo->engine;
     cfg->n_layer = mo->layers, cfg->n_head = mo->heads, cfg->n_embd = embd;
     cfg->ffn = !is_set(c, "no-ffn");
+    if ((rc = parse_couplings_opts(c, cfg)))
+        return rc;
     /* what the data will set, so the config can be checked now */
     cfg->head = task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
     cfg->vocab_size = task == BA_TASK_BRACKETS ? 2 * mo->data.kinds : 1;
     cfg->out_size = task == BA_TASK_BRACKETS ? T : 1;
-    if (ba_config_validate(cfg, err))
+    if ((rc = ba_config_validate(cfg, err))) {
+        int ising = attn == BA_ATTN_BOLTZMANN || attn == BA_ATTN_COUPLING;
+        if (rc == BA_ERR_LIMIT && ising && cfg->band == 0 && T > BA_FAST_MAX_SPINS &&
+            cfg->sampler.kind == BA_SAMPLER_EXACT)
+            return usage_error(c, "%s. At --T %d these work: --band W (e.g. --band 8, with "
+                               "--couplings absolute or relative), --sampler gibbs|sa (T <= "
+                               "%d), or --attn softmax|sigmoid", err, T, BA_SAMPLER_MAX_SPINS);
         return usage_error(c, "%s", err);
+    }
     return 0;
 }
 

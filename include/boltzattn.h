@@ -62,8 +62,12 @@ typedef float ba_real;
 /* Largest number of spins the fast (factorised) engine accepts: its kernels
  * take 2 * 2^n doubles, 1 GiB at n = 26. */
 #define BA_FAST_MAX_SPINS 26
-/* Largest block size (T) any model accepts; softmax and sigmoid go this far. */
-#define BA_MAX_BLOCK 1024
+/* Largest block size (T) any model accepts: softmax, sigmoid and Ising
+ * attention with a band (the band engine) go this far. */
+#define BA_MAX_BLOCK 4096
+/* Widest band (couplings of range W) the band engine accepts: it carries
+ * 2^W window states per key. */
+#define BA_MAX_BAND 16
 /* Largest charlm data file (1 GiB): the file is held in memory, one byte a
  * token; anything larger, and anything not a regular file, is refused
  * before a byte is read. */
@@ -131,11 +135,33 @@ typedef enum { BA_TASK_CHARLM = 0, BA_TASK_BRACKETS = 1 } ba_task;
 typedef enum { BA_HEAD_TOKEN = 0, BA_HEAD_POINTER = 1 } ba_head;
 
 /* Which implementation computes the Ising marginals and their gradients.
- * Both compute the same exact quantities: `reference` enumerates every
+ * All compute the same exact quantities: `reference` enumerates every
  * state of every query (the test oracle); `fast` factorises the state
- * space into two halves with a coupling kernel shared by all queries
- * (the default). */
-typedef enum { BA_ENGINE_REFERENCE = 0, BA_ENGINE_FAST = 1 } ba_engine;
+ * space into two halves with a coupling kernel shared by all queries;
+ * `band` runs a forward-backward pass along the keys for couplings of
+ * range at most W (a config's band), linear in the number of keys; `auto`
+ * (the default) is band when the config has a band, else fast
+ * (ba_config_engine). */
+typedef enum {
+    BA_ENGINE_REFERENCE = 0,
+    BA_ENGINE_FAST = 1,
+    BA_ENGINE_BAND = 2,
+    BA_ENGINE_AUTO = 3
+} ba_engine;
+
+/* How a layer's couplings are parameterised. absolute (the paper's): J_jk
+ * for every pair of key positions j < k, a (T, T) matrix per head
+ * (tensor blocks.{l}.attn.J, shape [H, T, T]). relative: J_jk = r(k - j),
+ * one value per distance d = 1..D per head (tensor blocks.{l}.attn.J_rel,
+ * shape [H, D], entry d-1 is distance d), D = the band W when set, else
+ * T - 1. */
+typedef enum { BA_COUPLINGS_ABSOLUTE = 0, BA_COUPLINGS_RELATIVE = 1 } ba_couplings;
+
+/* A constant added to every field of a query with n visible keys. log-n:
+ * h_j - (1/2) log n, so that at J = 0 the weight is sigmoid(2h - log n),
+ * about e^(2h) / n (the bias of Ramapuram et al. 2024 for sigmoid
+ * attention at long context). */
+typedef enum { BA_FIELD_BIAS_NONE = 0, BA_FIELD_BIAS_LOG_N = 1 } ba_field_bias;
 
 /* Name <-> value for the enums above. parse returns BA_ERR_ARG on an
  * unknown name and lists the accepted ones in err. */
@@ -147,8 +173,14 @@ const char *ba_head_name(ba_head h);
 int ba_head_parse(const char *s, ba_head *out, char *err);
 const char *ba_engine_name(ba_engine e);
 int ba_engine_parse(const char *s, ba_engine *out, char *err);
+const char *ba_couplings_name(ba_couplings c);
+int ba_couplings_parse(const char *s, ba_couplings *out, char *err);
+const char *ba_field_bias_name(ba_field_bias b);
+int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err);
 /* Largest number of spins (= block size for boltzmann/coupling) an engine
- * accepts. */
+ * accepts for couplings without a band: 20 (reference), 26 (fast and
+ * auto), 17 (band: a window of n - 1 spins, at most BA_MAX_BAND). With a
+ * band the band engine goes to BA_MAX_BLOCK (ba_config_validate). */
 int ba_engine_max_spins(ba_engine e);
 
 /* The model config: everything needed to rebuild a model (shapes,
@@ -161,18 +193,30 @@ typedef struct ba_config ba_config;
 /* Largest vocabulary and output size of a token head. */
 #define BA_MAX_VOCAB 65536
 
-/* Defaults: 1 layer, 1 head, C = 64, FFN on, fast engine, exact sampler
- * (ba_sampler_default(BA_SAMPLER_EXACT)), token head. vocab_size and
- * out_size are left 0: set them, or let ba_config_set_data fill them (and
- * the head) from a dataset. */
+/* Defaults: 1 layer, 1 head, C = 64, FFN on, auto engine, absolute
+ * couplings without a band, no field bias, learned position embeddings,
+ * exact sampler (ba_sampler_default(BA_SAMPLER_EXACT)), token head.
+ * vocab_size and out_size are left 0: set them, or let ba_config_set_data
+ * fill them (and the head) from a dataset. */
 ba_config ba_config_default(ba_attn attn, int block_size);
+
+/* The engine a model of cfg runs: cfg->engine, except that auto is band
+ * when cfg->band > 0 and fast otherwise. */
+ba_engine ba_config_engine(const ba_config *cfg);
+/* Number of coupling distances D of relative couplings (the band, else
+ * block_size - 1); 0 for absolute couplings. */
+int ba_config_distances(const ba_config *cfg);
 
 /* BA_OK when cfg describes a buildable model; otherwise names the bad field.
  * Refuses boltzmann/coupling with block_size above the engine's limit, or,
  * when cfg->sampler is not exact, above the sampler's (ba_sampler_max_spins:
- * gibbs and sa go to 64) (BA_ERR_LIMIT); a non-exact sampler for softmax or
+ * gibbs and sa go to 64) (BA_ERR_LIMIT; without a band, T > 26 names the
+ * band as the way to go further); a non-exact sampler for softmax or
  * sigmoid, a sampler parameter out of range and a pointer head whose
- * out_size is not block_size are BA_ERR_ARG. */
+ * out_size is not block_size are BA_ERR_ARG, and so are a band outside
+ * [0, min(block_size - 1, BA_MAX_BAND)], a band or relative couplings for
+ * softmax or sigmoid, a field bias for softmax (a per-query constant
+ * that cancels) and the band engine without a band beyond 17 keys. */
 int ba_config_validate(const ba_config *cfg, char *err);
 
 /* Number of parameters a model of cfg has (0 if cfg is invalid), without
@@ -217,6 +261,18 @@ int ba_model_num_tensors(const ba_model *m);
 int ba_model_tensor(const ba_model *m, int idx, ba_tensor_info *info);
 /* Index of a tensor by name, or -1. */
 int ba_model_find_tensor(const ba_model *m, const char *name);
+
+/* A new model *out (caller owned: ba_model_free) equal to m but for its
+ * block size (context length) T2 = block_size, with m's parameters (not
+ * its gradients or AdamW moments), step count and sampler RNG: to evaluate
+ * a model at another length. A shorter T2 keeps the leading rows of
+ * pos_emb and J (the model on its first T2 positions). A longer T2 needs a
+ * model whose parameters do not depend on T: token head, no position
+ * embeddings (pos_emb 0) and, for Ising attention, relative couplings with
+ * a band (distances 1..W at any T). BA_ERR_ARG naming the reason
+ * otherwise, BA_ERR_LIMIT when T2 is beyond the engine's limits, as
+ * ba_config_validate; BA_ERR_NOMEM. */
+int ba_model_resize(const ba_model *m, int block_size, ba_model **out, char *err);
 
 /* Forward pass over a batch. inputs and targets are (B,T) token ids / target
  * ids, T <= block_size; targets may be NULL (no loss) and -1 marks a
@@ -467,6 +523,15 @@ struct ba_config {
     int out_size;   /* logits per position: classes of a token head (V for a
                        language model), block_size for a pointer head */
     int ffn;        /* 1: blocks have the MLP, 0: attention only */
+    int pos_emb;    /* 1: learned position embeddings (tensor pos_emb, (T, C));
+                       0: none, the model knows positions only through the
+                       causal mask and relative couplings (needed to run a
+                       model at a longer T than it was trained at) */
+    /* Ising attention only (boltzmann/coupling): */
+    ba_couplings couplings; /* absolute or relative */
+    int band;               /* W: couplings of range at most W (J_jk = 0, not a
+                               parameter, for k - j > W); 0 = no band */
+    ba_field_bias field_bias; /* sigmoid, boltzmann, coupling */
     /* sampled attention (boltzmann/coupling only): BA_SAMPLER_EXACT (the
      * default) uses the exact engine; any other kind draws shots */
     ba_sampler sampler;

@@ -1,9 +1,10 @@
-/* boltzattn ablate: the grid of attention variants x T x widths x FFN x
- * seeds (x samplers x shots for boltzmann and coupling), trained with
- * identical settings and data order per seed through the library's loop,
- * resumable, shared by processes, summarised with paired confidence
- * intervals against softmax. The grid is recorded in DIR/grid.json, each
- * run in DIR/runs/NAME/run.json. */
+/* boltzattn ablate: the grid of attention variants (with their forms:
+ * --arm) x T x widths x FFN x seeds (x samplers x shots for boltzmann and
+ * coupling), trained with identical settings and data order per seed
+ * through the library's loop, resumable, shared by processes, summarised
+ * with paired confidence intervals against softmax. The grid is recorded
+ * in DIR/grid.json, each run in DIR/runs/NAME/run.json; --extrapolate
+ * evaluates a grid's runs at a longer T (extrapolate.c). */
 #include "lab.h"
 
 #include <dirent.h>
@@ -18,14 +19,24 @@
 #include <unistd.h>
 
 #define MAX_SHARE 16
+/* arms named on the command line, before samplers multiply them */
+#define MAX_BASE_ARMS 16
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static opt ablate_opts[64] = {
     {"task", "charlm|brackets", NULL, "task (required)", 0, 0},
-    {"attn", "LIST", "softmax,sigmoid,boltzmann,coupling", "attention variants", 0, 0},
+    {"attn", "LIST", "softmax,sigmoid,boltzmann,coupling", "attention variants (plain form)", 0,
+     0},
+    {"arm", "SPEC", NULL,
+     "instead of --attn: an arm with its form, SPEC = VARIANT[+PART]... with PART relative or "
+     "absolute (couplings), band<W>, log-n (field bias), pos-emb=learned|none (default none "
+     "with relative couplings), e.g. boltzmann+relative+band8, sigmoid+log-n; comma-separated "
+     "and/or repeated; cells of a form are named by its label (boltzmann-rel-W8)", 0, 0},
     {"T", "LIST", "8",
-     "block sizes, each in 1..1024; brackets: at most 64 (41, 32, 27 with 2, 3, 4 --kinds); "
-     "exact boltzmann/coupling: at most 26 (fast engine) or 20 (reference); sampled: at most "
-     "24 (direct, dqa) or 64 (gibbs, sa)", 0, 0},
+     "block sizes, each in 1.." STR(BA_MAX_BLOCK) "; brackets: at most 64 (41, 32, 27 with 2, "
+     "3, 4 --kinds); exact boltzmann/coupling: at most 26 (fast engine) or 20 (reference), any "
+     "with a band (band engine); sampled: at most 24 (direct, dqa) or 64 (gibbs, sa)", 0, 0},
     {"embd", "LIST", "64", "model widths C", 0, 0},
     {"seeds", "N", "5", "seeds per cell", 0, 0},
     {"seed0", "N", "1", "first seed (seeds are seed0 .. seed0+N-1)", 0, 0},
@@ -43,6 +54,14 @@ static opt ablate_opts[64] = {
      "samplers of the boltzmann/coupling cells: exact,direct,dqa,gibbs,sa (sampled cells are "
      "named ...-KIND-S<shots>)", 0, 0},
     {"shots", "LIST", NULL, "shots of the sampled cells", 0, 0},
+    {"extrapolate", "T", NULL,
+     "train nothing: evaluate the finished charlm runs of the grid in DIR (its grid.json) at "
+     "block size T and at their own, into DIR/extrapolation.json (kept entries are not "
+     "redone; runs that cannot run at T are recorded with the reason, runs without their "
+     "checkpoint skipped); takes only --out, --extrapolate-items, --batch (default: the "
+     "grid's), --data (default: each run's) and --threads", 0, 0},
+    {"extrapolate-items", "N", "0 (all)",
+     "with --extrapolate: evenly spaced validation windows per evaluation", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
@@ -97,12 +116,64 @@ static int parse_kind(const char *s, int *out, char *err)
     return rc;
 }
 
-/* The arms: every variant, and the boltzmann and coupling ones once per
- * sampler (and shot count, for sampled ones). */
-static int parse_arms(const command *c, lab_grid *g)
+/* Splits the items of the --arm values (each comma-separated) into
+ * arms: no empty item, no arm twice (two specs of one arm included). */
+static int arm_specs(const command *c, const char *const *vals, int nv, lab_arm *out, int *n)
 {
-    int attn[4], na, kinds[8], nk, shots[LAB_MAX_LIST], ns = 0, rc, any_sampled = 0;
-    if ((rc = name_list(c, "attn", 4, parse_attn, attn, &na)) ||
+    char err[BA_ERR_LEN], item[MAX_BASE_ARMS][128];
+    *n = 0;
+    for (int v = 0; v < nv; v++)
+        for (const char *p = vals[v];;) {
+            size_t len = strcspn(p, ",");
+            if (len == 0)
+                return usage_error(c, "--arm: '%s' has an empty item", vals[v]);
+            if (*n == MAX_BASE_ARMS)
+                return usage_error(c, "--arm: at most %d arms", MAX_BASE_ARMS);
+            if (len >= sizeof item[0])
+                return usage_error(c, "--arm: '%.40s...' is too long", p);
+            memcpy(item[*n], p, len);
+            item[*n][len] = '\0';
+            if (lab_arm_parse(item[*n], &out[*n], err))
+                return usage_error(c, "--arm %s", err);
+            for (int i = 0; i < *n; i++)
+                if (out[i].attn == out[*n].attn && lab_form_same(&out[i].form, &out[*n].form))
+                    return usage_error(c, "--arm: '%s' and '%s' are the same arm", item[i],
+                                       item[*n]);
+            (*n)++;
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+    return 0;
+}
+
+/* The variants and forms the grid compares, before samplers: the --arm
+ * specs, or the plain variants of --attn. */
+static int base_arms(const command *c, int argc, char **argv, lab_arm *out, int *n)
+{
+    const char *vals[MAX_BASE_ARMS];
+    int nv = get_repeated(c, argc, argv, "arm", vals, MAX_BASE_ARMS), attn[4], rc;
+    if (nv < 0)
+        return -nv;
+    if (nv > 0 && is_set(c, "attn"))
+        return usage_error(c, "--arm and --attn exclude each other (--arm boltzmann is --attn "
+                              "boltzmann)");
+    if (nv > 0)
+        return arm_specs(c, vals, nv, out, n);
+    if ((rc = name_list(c, "attn", 4, parse_attn, attn, n)))
+        return rc;
+    for (int a = 0; a < *n; a++)
+        out[a] = lab_arm_plain((ba_attn)attn[a]);
+    return 0;
+}
+
+/* The arms: every base arm, and the boltzmann and coupling ones once per
+ * sampler (and shot count, for sampled ones). */
+static int parse_arms(const command *c, int argc, char **argv, lab_grid *g)
+{
+    int kinds[8], nk, shots[LAB_MAX_LIST], ns = 0, rc, any_sampled = 0, na;
+    lab_arm base[MAX_BASE_ARMS];
+    if ((rc = base_arms(c, argc, argv, base, &na)) ||
         (rc = name_list(c, "sampler", 5, parse_kind, kinds, &nk)))
         return rc;
     for (int k = 0; k < nk; k++)
@@ -118,13 +189,16 @@ static int parse_arms(const command *c, lab_grid *g)
         return rc;
     int ising_in_grid = 0;
     for (int a = 0; a < na; a++) {
-        int ising = attn[a] == BA_ATTN_BOLTZMANN || attn[a] == BA_ATTN_COUPLING;
+        int ising = base[a].attn == BA_ATTN_BOLTZMANN || base[a].attn == BA_ATTN_COUPLING;
         ising_in_grid |= ising;
         /* sampling applies to boltzmann and coupling only */
         for (int k = 0; k < (ising ? nk : 1); k++)
             for (int si = 0; si < (ising && kinds[k] != BA_SAMPLER_EXACT ? ns : 1); si++) {
+                if (g->narms == LAB_MAX_ARMS)
+                    return usage_error(c, "at most %d arms (variants x samplers x shots)",
+                                       LAB_MAX_ARMS);
                 lab_arm *ar = &g->arms[g->narms++];
-                ar->attn = (ba_attn)attn[a];
+                *ar = base[a];
                 ar->sampler = ba_sampler_default(ising ? sk[k] : BA_SAMPLER_EXACT);
                 if (lab_arm_sampled(ar)) {
                     apply_sampler_params(c, &ar->sampler, 0);
@@ -134,13 +208,13 @@ static int parse_arms(const command *c, lab_grid *g)
     }
     if (any_sampled && !ising_in_grid)
         return usage_error(c, "--sampler: sampling applies to boltzmann and coupling only, "
-                              "and neither is in --attn");
+                              "and neither is among the arms (--attn, --arm)");
     return 0;
 }
 
 /* The grid of the command line; every cell's config is checked before
  * anything is trained. */
-static int parse_grid(const command *c, lab_grid *g)
+static int parse_grid(const command *c, int argc, char **argv, lab_grid *g)
 {
     char err[BA_ERR_LEN];
     memset(g, 0, sizeof *g);
@@ -153,7 +227,8 @@ static int parse_grid(const command *c, lab_grid *g)
     model_opts mo;
     long seed0;
     int rc;
-    if ((rc = parse_arms(c, g)) || (rc = parse_shared_opts(c, g->task, &mo, &g->train)) ||
+    if ((rc = parse_arms(c, argc, argv, g)) ||
+        (rc = parse_shared_opts(c, g->task, &mo, &g->train)) ||
         (rc = get_int_list(c, "T", 1, BA_MAX_BLOCK, g->T, LAB_MAX_LIST, &g->nT)) ||
         (rc = get_int_list(c, "embd", 1, 8192, g->C, LAB_MAX_LIST, &g->nC)) ||
         (rc = get_int(c, "seeds", 1, 1000, &g->nseeds)) ||
@@ -189,11 +264,15 @@ static int parse_grid(const command *c, lab_grid *g)
 /* ------------------------------------------------- runs and cells */
 
 /* The same run: config (with the data) and every setting but the thread
- * count and the data path. */
+ * count and the data path. The engine is compared as it resolves (auto
+ * is fast without a band): the runs of grids made before auto existed
+ * recorded fast. */
 static int same_run(const ba_config *ca, const ba_data_spec *da, const ba_train_settings *a,
                     const ba_config *cb, const ba_data_spec *db, const ba_train_settings *b)
 {
-    char *ja = ba_config_to_json(ca, da), *jb = ba_config_to_json(cb, db);
+    ba_config xa = *ca, xb = *cb;
+    xa.engine = ba_config_engine(ca), xb.engine = ba_config_engine(cb);
+    char *ja = ba_config_to_json(&xa, da), *jb = ba_config_to_json(&xb, db);
     int same = ja && jb && strcmp(ja, jb) == 0;
     free(ja), free(jb);
     char *sa = ba_train_settings_to_json(a, NULL), *sb = ba_train_settings_to_json(b, NULL);
@@ -505,6 +584,34 @@ static int train_missing(grid_state *s, const char *data_path)
     return code;
 }
 
+/* ablate --extrapolate: the grid comes from DIR/grid.json, so grid
+ * options would be ignored; they are refused instead. */
+static int extrapolate_mode(const command *c)
+{
+    static const char *const apply[] = {"out", "extrapolate", "extrapolate-items", "batch",
+                                        "data", "threads"};
+    for (const opt *o = c->opts; o->name; o++) {
+        int ok = !o->set;
+        for (size_t i = 0; !ok && i < sizeof apply / sizeof apply[0]; i++)
+            ok = strcmp(o->name, apply[i]) == 0;
+        if (!ok)
+            return usage_error(c, "--extrapolate reads the grid from DIR/grid.json and trains "
+                                  "nothing: --%s does not apply",
+                               o->name);
+    }
+    const char *dir = get_str(c, "out");
+    int T2, items = 0, B = 0, rc;
+    if (!dir || !*dir)
+        return usage_error(c, "option '--out' is required");
+    if ((rc = get_int(c, "extrapolate", 2, BA_MAX_BLOCK, &T2)) ||
+        (is_set(c, "extrapolate-items") &&
+         (rc = get_int(c, "extrapolate-items", 0, INT_MAX, &items))) ||
+        (is_set(c, "batch") && (rc = get_int(c, "batch", 1, 1 << 20, &B))) ||
+        (rc = apply_threads(c)))
+        return rc;
+    return lab_extrapolate(c, dir, T2, items, B, is_set(c, "data") ? get_str(c, "data") : NULL);
+}
+
 int cmd_ablate(int argc, char **argv)
 {
     const command *c = &ablate_cmd;
@@ -512,6 +619,10 @@ int cmd_ablate(int argc, char **argv)
     int rc = parse_args(c, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if (is_set(c, "extrapolate"))
+        return extrapolate_mode(c);
+    if (is_set(c, "extrapolate-items"))
+        return usage_error(c, "--extrapolate-items needs --extrapolate");
     grid_state s;
     memset(&s, 0, sizeof s);
     s.c = c;
@@ -520,7 +631,7 @@ int cmd_ablate(int argc, char **argv)
     int nshare = get_repeated(c, argc, argv, "share-from", share, MAX_SHARE);
     if (nshare < 0)
         return -nshare;
-    if ((rc = parse_grid(c, &s.g)))
+    if ((rc = parse_grid(c, argc, argv, &s.g)))
         return rc;
     char path[PATH_LEN], err[BA_ERR_LEN];
     /* A summary of a grid that was never started would be an empty one

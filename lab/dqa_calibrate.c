@@ -724,7 +724,7 @@ static void print_header(const command *c, const sweep *w, const source *src, in
      * kernels, 2^(T+1) doubles per layer and head, whatever n is. */
     const ba_config *cfg = src->m ? ba_model_config(src->m) : NULL;
     double mb = cfg ? cfg->n_layer * cfg->n_head * ldexp(2.0 * sizeof(double), src->T) : 0.0;
-    if (cfg && src->fields == 1 && src->check && cfg->engine == BA_ENGINE_FAST &&
+    if (cfg && src->fields == 1 && src->check && ba_config_engine(cfg) == BA_ENGINE_FAST &&
         mb >= 1048576.0) {
         fmt_bytes(mb, mem, sizeof mem);
         printf("model: its exact forward at T = %d (the fields check) holds about %s more "

@@ -19,7 +19,7 @@ typedef struct {
     int logy;
     double ylo, yhi; /* extent of mean -+ sd over the panel's points */
     int nvar;
-    char var[MAX_VARIANTS][32];
+    char var[MAX_VARIANTS][64];
 } panel;
 
 typedef struct {

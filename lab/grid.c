@@ -9,20 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ arms */
+/* ------------------------------------------------------------ cells */
 
-void lab_arm_label(const lab_arm *a, char *buf, size_t n)
-{
-    char d[96];
-    sampler_desc(&a->sampler, d, sizeof d);
-    if (lab_arm_sampled(a))
-        snprintf(buf, n, "%s (%s)", ba_attn_name(a->attn), d);
-    else
-        snprintf(buf, n, "%s", ba_attn_name(a->attn));
-}
-
-/* Exact cells keep the names they always had (grids resume by name);
- * sampled ones add -KIND-S<shots>. */
+/* Exact cells of plain arms keep the names they always had (grids resume
+ * by name); other forms are named by their label, sampled arms add
+ * -KIND-S<shots>. */
 void lab_cell_name(const lab_grid *g, int arm, int T, int C, int ffn, uint64_t seed, char *buf,
                    size_t n)
 {
@@ -31,14 +22,19 @@ void lab_cell_name(const lab_grid *g, int arm, int T, int C, int ffn, uint64_t s
     if (lab_arm_sampled(a))
         snprintf(suffix, sizeof suffix, "-%s-S%d", ba_sampler_name(a->sampler.kind),
                  a->sampler.shots);
+    char label[96];
+    lab_arm_variant(a, label, sizeof label);
     snprintf(buf, n, "%s-T%d-C%d-ffn%d-%s-s%" PRIu64 "%s", ba_task_name(g->task), T, C, ffn,
-             ba_attn_name(a->attn), seed, suffix);
+             label, seed, suffix);
 }
 
 ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
 {
     ba_config cfg = ba_config_default(g->arms[arm].attn, T);
-    cfg.sampler = g->arms[arm].sampler;
+    const lab_arm *a = &g->arms[arm];
+    cfg.sampler = a->sampler;
+    cfg.couplings = a->form.couplings, cfg.band = a->form.band;
+    cfg.field_bias = a->form.field_bias, cfg.pos_emb = a->form.pos_emb;
     cfg.engine = g->engine, cfg.n_layer = g->layers, cfg.n_head = g->heads;
     cfg.n_embd = C, cfg.ffn = ffn;
     cfg.head = g->task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
@@ -76,6 +72,17 @@ static int int_array(cJSON *o, const char *key, const int *v, int n)
     return a != NULL;
 }
 
+/* An arm's form, written only when it is not the plain one: a grid of
+ * plain arms is written as it always was. */
+static int form_fields(cJSON *arm, const lab_form *f)
+{
+    return lab_form_is_plain(f) ||
+           (cJSON_AddStringToObject(arm, "couplings", ba_couplings_name(f->couplings)) &&
+            cJSON_AddNumberToObject(arm, "band", f->band) &&
+            cJSON_AddStringToObject(arm, "field_bias", ba_field_bias_name(f->field_bias)) &&
+            cJSON_AddBoolToObject(arm, "pos_emb", f->pos_emb));
+}
+
 static cJSON *grid_object(const lab_grid *g)
 {
     cJSON *o = cJSON_CreateObject();
@@ -89,7 +96,10 @@ static cJSON *grid_object(const lab_grid *g)
     for (int a = 0; arms && a < g->narms; a++) {
         cJSON *arm = cJSON_CreateObject(), *s = sampler_object(&g->arms[a].sampler);
         if (!arm || !s || !cJSON_AddStringToObject(arm, "attn", ba_attn_name(g->arms[a].attn)) ||
-            !cJSON_AddItemToObject(arm, "sampler", s) || !cJSON_AddItemToArray(arms, arm)) {
+            !cJSON_AddItemToObject(arm, "sampler", s) || !form_fields(arm, &g->arms[a].form) ||
+            !cJSON_AddItemToArray(arms, arm)) {
+            if (!s || !cJSON_GetObjectItemCaseSensitive(arm, "sampler"))
+                cJSON_Delete(s);
             cJSON_Delete(arm);
             arms = NULL;
         }
@@ -168,6 +178,29 @@ static int read_sampler(const cJSON *o, ba_sampler *s)
     return rc ? -1 : 0;
 }
 
+/* An arm's form: each field optional (grids written before forms have
+ * none: the plain form); pos_emb follows train's rule when absent. */
+static int read_form(const cJSON *arm, lab_form *f)
+{
+    *f = lab_form_plain();
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(arm, "couplings");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(arm, "band");
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(arm, "field_bias");
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(arm, "pos_emb");
+    if (c && (!cJSON_IsString(c) || ba_couplings_parse(c->valuestring, &f->couplings, NULL)))
+        return -1;
+    if (b && (!cJSON_IsNumber(b) || b->valuedouble != floor(b->valuedouble) ||
+              b->valuedouble < 0 || b->valuedouble > BA_MAX_BAND))
+        return -1;
+    if (fb && (!cJSON_IsString(fb) || ba_field_bias_parse(fb->valuestring, &f->field_bias, NULL)))
+        return -1;
+    if (pe && !cJSON_IsBool(pe))
+        return -1;
+    f->band = b ? (int)b->valuedouble : 0;
+    f->pos_emb = pe ? cJSON_IsTrue(pe) : lab_form_default_pos(f->couplings);
+    return 0;
+}
+
 /* A string of decimal digits below 2^64. */
 static int read_u64(const cJSON *o, const char *key, uint64_t *v)
 {
@@ -196,7 +229,8 @@ static int grid_from(const cJSON *o, lab_grid *g, const char **bad)
         if (g->narms == LAB_MAX_ARMS || !cJSON_IsString(at) ||
             ba_attn_parse(at->valuestring, &g->arms[g->narms].attn, NULL) ||
             read_sampler(cJSON_GetObjectItemCaseSensitive(a, "sampler"),
-                         &g->arms[g->narms].sampler))
+                         &g->arms[g->narms].sampler) ||
+            read_form(a, &g->arms[g->narms].form))
             return *bad = "arms", -1;
         g->narms++;
     }
@@ -270,7 +304,8 @@ static int run_arm(const lab_grid *g, const lab_run *r)
 {
     for (int a = 0; a < g->narms; a++) {
         const lab_arm *arm = &g->arms[a];
-        if (arm->attn == r->attn && arm->sampler.kind == r->sampler &&
+        if (arm->attn == r->attn && lab_form_same(&arm->form, &r->form) &&
+            arm->sampler.kind == r->sampler &&
             (!lab_arm_sampled(arm) || arm->sampler.shots == r->shots))
             return a;
     }

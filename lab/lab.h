@@ -8,7 +8,11 @@
  *                              runs of older versions, result.json beside
  *                              the config record of metrics.jsonl
  *   GRID/runs/NAME/metrics.jsonl   its records along training
- *   GRID/couplings/couplings.json  the couplings analysis (couplings)
+ *   GRID/couplings/couplings.json  the couplings analysis (couplings); a
+ *                              grid of several Ising forms (the long
+ *                              preset) has one per arm in couplings/LABEL/
+ *   GRID/extrapolation.json    its runs evaluated at a longer T (ablate
+ *                              --extrapolate, extrapolate.c)
  *
  * A directory's name carries no meaning: what a run is comes from its
  * record. Generated Markdown, CSV and plot data are outputs only. */
@@ -33,6 +37,33 @@ int lab_list_dir(const char *dir, int (*keep)(const char *, const char *),
                  int (*cmp)(const void *, const void *), char ***names, int *n);
 void lab_names_free(char **names, int n);
 
+/* The form of an arm's attention beyond its variant: how the couplings
+ * are parameterised and how far they reach (Ising attention), the field
+ * bias (sigmoid and Ising attention) and whether positions are learned.
+ * The plain form (absolute, no band, no bias, learned positions) is the
+ * paper's model and every grid's before long contexts. */
+typedef struct {
+    ba_couplings couplings;
+    int band;                 /* W, or 0: no band */
+    ba_field_bias field_bias;
+    int pos_emb;              /* 1: learned position embeddings */
+} lab_form;
+
+/* The position embeddings a form has unless told: none for relative
+ * couplings (so the model runs at any T), learned otherwise (train's rule). */
+static inline int lab_form_default_pos(ba_couplings c) { return c != BA_COUPLINGS_RELATIVE; }
+lab_form lab_form_plain(void);
+int lab_form_is_plain(const lab_form *f);
+int lab_form_same(const lab_form *a, const lab_form *b);
+/* The form of a model config. */
+lab_form lab_form_of(const ba_config *cfg);
+/* The short label of a variant with its form: the variant's name for the
+ * plain form, else with -rel (relative couplings), -W<W> (band), -logn
+ * (log-n field bias) and -pos / -nopos (position embeddings other than
+ * the default), e.g. "boltzmann-rel-W8", "sigmoid-logn". Labels tables,
+ * plots and cell directory names. */
+void lab_form_label(ba_attn attn, const lab_form *f, char *buf, size_t n);
+
 /* One run as the lab sees it: the record and the keys grids group by. */
 typedef struct {
     char *dir;          /* the run directory (malloc'd) */
@@ -42,6 +73,7 @@ typedef struct {
     /* keys */
     ba_task task;
     ba_attn attn;
+    lab_form form;
     ba_sampler_kind sampler;
     int shots;          /* 0 for exact */
     int T, C, ffn;
@@ -60,7 +92,8 @@ typedef struct {
  * filled for a damaged one. */
 int lab_run_read(const char *dir, lab_run *r, char *err);
 void lab_run_free(lab_run *r);
-/* "boltzmann" or "boltzmann-gibbs-S256": a run's variant label in plots. */
+/* "boltzmann", "boltzmann-gibbs-S256" or "boltzmann-rel-W8": a run's
+ * variant label in plots (lab_form_label, then the sampler). */
 void lab_run_variant(const lab_run *r, char *buf, size_t n);
 
 /* Every run under grid/runs/ with a record, sorted by directory name. A
@@ -84,12 +117,23 @@ char *lab_run_sampler_json(const lab_run *r);
 
 /* ------------------------------------------------------------ grids */
 
-/* One arm of a comparison: a variant with its sampler (exact for softmax
- * and sigmoid, and for exact boltzmann/coupling). */
+/* One arm of a comparison: a variant with its form and its sampler
+ * (exact for softmax and sigmoid, and for exact boltzmann/coupling). */
 typedef struct {
     ba_attn attn;
+    lab_form form;
     ba_sampler sampler;
 } lab_arm;
+
+/* A variant in the plain form, exact. */
+lab_arm lab_arm_plain(ba_attn attn);
+/* An arm spec of ablate --arm (and couplings --arm): VARIANT[+PART]...,
+ * PART one of relative, absolute, band<W>, log-n, pos-emb=learned|none,
+ * each at most once, e.g. "boltzmann+relative+band8", "sigmoid+log-n".
+ * The sampler is exact. BA_OK, or BA_ERR_ARG with err saying what is
+ * wrong with the spec; whether the form suits the variant is the
+ * library's to judge (ba_config_validate). */
+int lab_arm_parse(const char *spec, lab_arm *out, char *err);
 
 typedef struct {
     ba_task task;
@@ -110,10 +154,14 @@ int lab_grid_write(const command *c, const char *dir, const lab_grid *g);
 int lab_grid_read(const command *c, const char *dir, lab_grid *g);
 
 static inline int lab_arm_sampled(const lab_arm *a) { return a->sampler.kind != BA_SAMPLER_EXACT; }
-/* The arm's row label: the variant, with its sampler when sampled. */
+/* The arm's row label: the variant with its form (lab_form_label), with
+ * its sampler when sampled. */
 void lab_arm_label(const lab_arm *a, char *buf, size_t n);
-/* The conventional directory name of a cell: TASK-T<T>-C<C>-ffn<f>-ATTN-s<SEED>
- * with -KIND-S<shots> for sampled arms (where ablate trains it). */
+/* The arm's short label: lab_form_label of its variant and form. */
+void lab_arm_variant(const lab_arm *a, char *buf, size_t n);
+/* The conventional directory name of a cell: TASK-T<T>-C<C>-ffn<f>-LABEL-s<SEED>
+ * (LABEL: lab_arm_variant, the variant's name for the plain form) with
+ * -KIND-S<shots> for sampled arms (where ablate trains it). */
 void lab_cell_name(const lab_grid *g, int arm, int T, int C, int ffn, uint64_t seed, char *buf,
                    size_t n);
 /* The model config of a cell (without the data's sizes). */
@@ -172,6 +220,18 @@ typedef struct {
 } lab_effect_row;
 /* Every (T, C, FFN, arm) row in summary order; *rows malloc'd. */
 int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n);
+
+/* ---------------------------------------------------- extrapolation */
+
+/* ablate --extrapolate (extrapolate.c): every finished charlm run of the
+ * grid in dir evaluated at block size T2 (on `items` evenly spaced
+ * validation windows, 0: all; batch B) and at its own T, into
+ * dir/extrapolation.json; a run whose model cannot run at T2 is recorded
+ * with the reason, one without its checkpoint skipped with a note; entries
+ * already there are kept. data_path: the text (NULL: each run's recorded
+ * one). 0 or an exit code after printing. */
+int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
+                    const char *data_path);
 
 /* dqa --compare-samplers (lab/dqa_compare.c): the option values come from
  * the dqa command's table; 0 or an exit code after printing. */

@@ -34,7 +34,7 @@ static const command plot_cmd = {
  * is in plot units: perplexity (charlm) or accuracy in % (brackets). */
 typedef struct {
     ba_task task;
-    char variant[32];
+    char variant[64];
     int T, C, ffn;
     ba_running s;
 } group;
@@ -42,7 +42,7 @@ typedef struct {
 /* One validation point of one run's metrics.jsonl. */
 typedef struct {
     ba_task task;
-    char variant[32];
+    char variant[64];
     int T, C, ffn;
     long step;
     double v;

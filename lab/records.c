@@ -140,6 +140,7 @@ int lab_run_read(const char *dir, lab_run *r, char *err)
     const ba_run_info *i = &r->info;
     r->task = i->spec.task;
     r->attn = i->config.attn;
+    r->form = lab_form_of(&i->config);
     r->sampler = i->config.sampler.kind;
     r->shots = r->sampler == BA_SAMPLER_EXACT ? 0 : i->config.sampler.shots;
     r->T = i->config.block_size, r->C = i->config.n_embd, r->ffn = i->config.ffn;
@@ -165,11 +166,12 @@ void lab_run_free(lab_run *r)
 
 void lab_run_variant(const lab_run *r, char *buf, size_t n)
 {
+    char v[96];
+    lab_form_label(r->attn, &r->form, v, sizeof v);
     if (r->sampler == BA_SAMPLER_EXACT)
-        snprintf(buf, n, "%s", ba_attn_name(r->attn));
+        snprintf(buf, n, "%s", v);
     else
-        snprintf(buf, n, "%s-%s-S%d", ba_attn_name(r->attn), ba_sampler_name(r->sampler),
-                 r->shots);
+        snprintf(buf, n, "%s-%s-S%d", v, ba_sampler_name(r->sampler), r->shots);
 }
 
 char *lab_run_sampler_json(const lab_run *r)

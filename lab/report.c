@@ -16,22 +16,27 @@
 #include <unistd.h>
 
 static opt report_opts[] = {
-    {"preset", "NAME", NULL, "the preset that made OUT: quick, full or samplers", 0, 0},
+    {"preset", "NAME", NULL, "the preset that made OUT: quick, full, samplers or long", 0, 0},
     {"link-prefix", "P", "none",
      "put before the image paths, which are relative to OUT (e.g. ../results/full/)", 0, 0},
     {"samplers-doc", "DOC", NULL,
      "instead of the report: rewrite DOC from its line '## Training with sampled statistics' "
      "to its end with the section generated from OUT",
      0, 0},
+    {"section-only", NULL, NULL,
+     "with --preset long: only the long-context section, with its own generator line (make "
+     "results-doc appends it to docs/results.md)", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command report_cmd = {
     "report",
-    "OUT --preset quick|full|samplers [--link-prefix P] | OUT --samplers-doc DOC\n\n"
+    "OUT --preset quick|full|samplers|long [--link-prefix P] [--section-only] | OUT "
+    "--samplers-doc DOC\n\n"
     "Writes the results report of OUT, the output directory of lab/reproduce.sh, to\n"
     "stdout as Markdown: every grid under OUT (a subdirectory with grid.json, written\n"
     "by 'boltzattn ablate'), its runs, summaries, convergence, figures and couplings;\n"
-    "the full preset adds the headline rows and the comparisons with the paper.\n"
+    "the full preset adds the headline rows and the comparisons with the paper, the\n"
+    "long preset its long-context section (--section-only: that section alone).\n"
     "With --samplers-doc the section '## Training with sampled statistics' of DOC\n"
     "(from that line to the end) is regenerated from the grids of the samplers\n"
     "preset and DOC rewritten atomically.",
@@ -130,7 +135,7 @@ void rep_grids_free(rep_grids *gs)
     gs->v = NULL, gs->n = 0;
 }
 
-static const rep_grid *grid_named(const rep_grids *gs, const char *name)
+const rep_grid *rep_grid_named(const rep_grids *gs, const char *name)
 {
     for (int i = 0; i < gs->n; i++)
         if (strcmp(gs->v[i].name, name) == 0)
@@ -194,7 +199,7 @@ static int same_run(const lab_run *a, const lab_run *b)
 
 /* The header's line on the training time: the distinct finished runs of
  * every grid, their summed training time and their thread counts. */
-static int time_line(const rep_grids *gs, int full, FILE *f)
+static int time_line(const rep_grids *gs, const char *preset, FILE *f)
 {
     int total = 0, nd = 0;
     for (int i = 0; i < gs->n; i++)
@@ -224,7 +229,12 @@ static int time_line(const rep_grids *gs, int full, FILE *f)
             fprintf(f, "%s%d", k++ ? "/" : ", ", t);
     if (memchr(threads + 1, 1, MAX_THREADS))
         fprintf(f, " thread(s) per run");
-    if (full)
+    if (strcmp(preset, "long") == 0)
+        fprintf(f, "; the preset runs two chains side by side (`JOBS=2`, its default on 2 or more "
+                   "cores), two runs at a time, so its wall time is at least half that, %.1f "
+                   "hours",
+                hours / 2);
+    if (strcmp(preset, "full") == 0)
         fprintf(f, "; the preset runs its brackets and charlm chains side by side (`JOBS=2`, its "
                    "default on 2 or more cores), two runs at a time, so its wall time is at "
                    "least half that, %.1f hours",
@@ -245,7 +255,7 @@ static int header(const char *out, const char *preset, const rep_grids *gs, FILE
     fprintf(f, "The grids were run by `make reproduce PRESET=%s` (`lab/reproduce.sh %s`), which "
                "resumes an interrupted grid.\n", preset, preset);
     fprintf(f, "Machine: %s, %d cores; boltzattn %s.\n", cpu, rep_cores(), BA_VERSION);
-    if (time_line(gs, strcmp(preset, "full") == 0, f))
+    if (time_line(gs, preset, f))
         return 1;
     fprintf(f, "| grid | runs finished |\n|---|---|\n");
     for (int i = 0; i < gs->n; i++) {
@@ -455,86 +465,6 @@ static int verdicts(const rep_grid *x, const char *prefix, FILE *f)
     return 0;
 }
 
-/* ----------------------------------------------------------- couplings */
-
-static double num_of(const cJSON *o, const char *key)
-{
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
-}
-
-/* The paper's sign of J at key distance d (spec section 1), or "". */
-static const char *paper_sign(int d)
-{
-    return d >= 2 && d <= 4 ? "> 0" : d >= 6 ? "< 0" : "";
-}
-
-static void jtable_runs(const cJSON *o, const cJSON *over, int nruns, FILE *f)
-{
-    const cJSON *cell = cJSON_GetObjectItemCaseSensitive(o, "cell");
-    fprintf(f, "Coupling J by key distance d = k - j in cell `%s`, over its %d seeds: each run's "
-               "mean J over its pairs (all layers and heads), then the mean, standard deviation "
-               "and 95 %% interval over the runs. The paper reports J > 0 for d = 2..4 and J < 0 "
-               "for d >= 6; the verdict is read off the interval.\n\n",
-            cJSON_IsString(cell) ? cell->valuestring : "?", nruns);
-    fprintf(f, "| distance | mean J | sd over seeds | 95 %% interval | seeds with J > 0 | paper | "
-               "verdict |\n|---|---|---|---|---|---|---|\n");
-    for (const cJSON *x = over->child; x; x = x->next) {
-        int d = (int)num_of(x, "distance");
-        double lo = num_of(x, "ci95_lo"), hi = num_of(x, "ci95_hi");
-        const char *paper = paper_sign(d), *v;
-        int side = lo > 0 ? 1 : hi < 0 ? -1 : 0, want = *paper ? (paper[0] == '>' ? 1 : -1) : 0;
-        if (side == 0)
-            v = "sign not resolved";
-        else if (want == 0)
-            v = side > 0 ? "positive (the paper says nothing)" : "negative (the paper says nothing)";
-        else
-            v = side == want ? "agrees" : "opposite sign";
-        fprintf(f, "| %d | %+.4f | %.4f | [%+.4f, %+.4f] | %d of %d | %s | %s |\n", d,
-                num_of(x, "mean"), num_of(x, "sd"), lo, hi, (int)num_of(x, "positive_runs"),
-                (int)num_of(x, "runs"), paper, v);
-    }
-}
-
-/* The coupling J by key distance of a grid's couplings analysis, next to
- * the paper's sign pattern, after the text before; with several runs the
- * verdict per distance is read off the 95 % interval over runs. Nothing
- * without couplings.json; a damaged one is a warning. */
-static int jtable(const command *c, const rep_grid *x, const char *before, FILE *f)
-{
-    char path[PATH_LEN];
-    if (mkpath(c, path, "%s/couplings/couplings.json", x->dir) || access(path, F_OK) != 0)
-        return 0;
-    char *txt = lab_slurp(path);
-    cJSON *o = txt ? cJSON_Parse(txt) : NULL;
-    free(txt);
-    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(o, "runs");
-    const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "by_distance");
-    const cJSON *over = cJSON_GetObjectItemCaseSensitive(o, "over_runs");
-    int nruns = cJSON_GetArraySize(runs);
-    if (!cJSON_IsArray(runs) || nruns < 1 || !cJSON_IsArray(by) || (over && !cJSON_IsArray(over))) {
-        fprintf(stderr, "%s %s: warning: %s is not a couplings analysis; its table is left out\n",
-                prog, c->cmd, path);
-        cJSON_Delete(o);
-        return 0;
-    }
-    fputs(before, f);
-    if (over) {
-        jtable_runs(o, over, nruns, f);
-    } else {
-        const cJSON *run = cJSON_GetObjectItemCaseSensitive(runs->child, "run");
-        fprintf(f, "Mean coupling J by key distance d = k - j of run `%s` (all its layers and "
-                   "heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):\n\n",
-                cJSON_IsString(run) ? run->valuestring : "?");
-        fprintf(f, "| distance | mean J | sd |\n|---|---|---|\n");
-        for (const cJSON *d = by->child; d; d = d->next)
-            fprintf(f, "| %d | %+.4f | %.4f |\n", (int)num_of(d, "distance"), num_of(d, "mean"),
-                    num_of(d, "sd"));
-    }
-    cJSON_Delete(o);
-    return 1;
-}
-
 /* ---------------------------------------------------------- saturation */
 
 /* The widest C of a width sweep at which no exact variant's mean accuracy
@@ -602,7 +532,7 @@ static int headlines(const rep_grids *gs, FILE *f)
     int code = 0;
     fprintf(f, "## Headline rows\n\n");
     for (size_t i = 0; i < sizeof headline_rows / sizeof headline_rows[0]; i++) {
-        const rep_grid *x = grid_named(gs, headline_rows[i].grid);
+        const rep_grid *x = rep_grid_named(gs, headline_rows[i].grid);
         int T = headline_rows[i].T, ffn = headline_rows[i].ffn;
         for (int ci = 0; x && has_int(x->g.T, x->g.nT, T) && has_int(x->g.ffn, x->g.nffn, ffn) &&
                          ci < x->g.nC;
@@ -622,7 +552,7 @@ static int verdict_grids(const rep_grids *gs, const char *const *names, size_t n
 {
     int code = 0;
     for (size_t i = 0; i < n; i++) {
-        const rep_grid *x = grid_named(gs, names[i]);
+        const rep_grid *x = rep_grid_named(gs, names[i]);
         char prefix[40] = "";
         if (x && steps)
             snprintf(prefix, sizeof prefix, "| %ld ", x->g.train.steps);
@@ -645,7 +575,7 @@ static int full_sections(const command *c, const rep_grids *gs, FILE *f)
     code |= verdict_grids(gs, NAMES(paper_grids), 0, f);
     fprintf(f, "\n");
     for (size_t i = 0; i < sizeof budget_grids / sizeof budget_grids[0]; i++)
-        nb += grid_named(gs, budget_grids[i]) != NULL;
+        nb += rep_grid_named(gs, budget_grids[i]) != NULL;
     if (nb > 1) {
         fprintf(f, "### The headline row as the training budget grows\n\n"
                    "charlm at T = 12 with the same settings and seeds but more steps (the cosine "
@@ -656,7 +586,7 @@ static int full_sections(const command *c, const rep_grids *gs, FILE *f)
         code |= verdict_grids(gs, NAMES(budget_grids), 1, f);
         fprintf(f, "\n");
     }
-    if (grid_named(gs, width_grids[0]) || grid_named(gs, width_grids[1])) {
+    if (rep_grid_named(gs, width_grids[0]) || rep_grid_named(gs, width_grids[1])) {
         fprintf(f, "### Against the paper across widths (T = 16)\n\n"
                    "The same comparison at every width of the sweeps, so an effect can be seen to "
                    "grow, shrink or vanish as the model widens; where a width saturates (next "
@@ -664,10 +594,11 @@ static int full_sections(const command *c, const rep_grids *gs, FILE *f)
         code |= verdict_grids(gs, NAMES(width_grids), 0, f);
         fprintf(f, "\n");
     }
-    const rep_grid *x = grid_named(gs, "charlm-T12");
-    if (x && jtable(c, x, "### Couplings against the paper's sign pattern (charlm, T = 12)\n\n", f))
+    const rep_grid *x = rep_grid_named(gs, "charlm-T12");
+    if (x && rep_jtable(c, x, "### Couplings against the paper's sign pattern (charlm, T = 12)\n\n",
+                        f))
         fprintf(f, "\n");
-    if ((x = grid_named(gs, "brackets-width"))) {
+    if ((x = rep_grid_named(gs, "brackets-width"))) {
         fprintf(f, "### Where brackets saturate (T = 16, width sweep)\n\n");
         saturation(x, f);
         fprintf(f, "\n");
@@ -675,9 +606,19 @@ static int full_sections(const command *c, const rep_grids *gs, FILE *f)
     return code;
 }
 
+int rep_convergence(const command *c, const rep_grid *x, FILE *f)
+{
+    conv_cell *v;
+    int n, code = conv_cells(c, x, &v, &n);
+    if (!code)
+        conv_table(x, v, n, f);
+    free(v);
+    return code;
+}
+
 /* The links to the figures of dir (sub: "" or "couplings/" under the
  * grid), as prefix + the path relative to OUT. */
-static int png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f)
+int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f)
 {
     char dir[PATH_LEN + 16], **names;
     int n;
@@ -701,33 +642,36 @@ static int grid_section(const command *c, const rep_grid *x, const char *prefix,
                "Change of the validation metric late in training, between the periodic "
                "evaluations (same items) at the steps shown; near zero means the curves are "
                "flat:\n\n");
-    conv_cell *v;
-    int n, code = conv_cells(c, x, &v, &n);
-    if (!code)
-        conv_table(x, v, n, f);
-    free(v);
+    int code = rep_convergence(c, x, f);
     if (code)
         return code;
     fprintf(f, "\n");
-    if (png_links(x, "", prefix, f) || png_links(x, "couplings/", prefix, f))
+    if (rep_png_links(x, "", prefix, f) || rep_png_links(x, "couplings/", prefix, f))
         return 1;
-    jtable(c, x, "\n", f);
+    rep_jtable(c, x, "\n", f);
     fprintf(f, "\n");
     return 0;
 }
 
+/* The report, or with section_only the long preset's section alone. */
 static int write_report(const command *c, const char *out, const char *preset,
-                        const char *prefix, const rep_grids *gs)
+                        const char *prefix, const rep_grids *gs, int section_only)
 {
     out_file o;
     if (out_open(c, &o))
         return 1;
-    int code = header(out, preset, gs, o.f) ? fail_lib(c, "out of memory", 1) : 0;
-    if (!code)
+    int code = 0;
+    if (section_only)
+        code = rep_long_section(c, out, prefix, gs, 1, o.f);
+    else if (header(out, preset, gs, o.f))
+        code = fail_lib(c, "out of memory", 1);
+    if (!code && !section_only)
         code = conv_overview(c, gs, o.f);
     if (!code && strcmp(preset, "full") == 0 && full_sections(c, gs, o.f))
         code = fail_lib(c, "out of memory", 1);
-    for (int i = 0; i < gs->n && !code; i++)
+    if (!code && !section_only && strcmp(preset, "long") == 0)
+        code = rep_long_section(c, out, prefix, gs, 0, o.f);
+    for (int i = 0; i < gs->n && !code && !section_only; i++)
         code = grid_section(c, &gs->v[i], prefix, o.f);
     int bad = ferror(o.f);
     bad |= fclose(o.f) != 0;
@@ -760,13 +704,17 @@ int cmd_report(int argc, char **argv)
     if (!doc && !preset)
         return usage_error(c, "option '--preset' (or '--samplers-doc') is required");
     if (preset && strcmp(preset, "quick") != 0 && strcmp(preset, "full") != 0 &&
-        strcmp(preset, "samplers") != 0)
-        return usage_error(c, "unknown preset '%s' (quick|full|samplers)", preset);
+        strcmp(preset, "samplers") != 0 && strcmp(preset, "long") != 0)
+        return usage_error(c, "unknown preset '%s' (quick|full|samplers|long)", preset);
+    int section = is_set(c, "section-only");
+    if (section && (!preset || strcmp(preset, "long") != 0))
+        return usage_error(c, "--section-only applies to --preset long");
     rep_grids gs;
     int code = rep_grids_load(c, out, &gs);
     if (code)
         return code;
-    code = doc ? rep_samplers_doc(c, out, doc, &gs) : write_report(c, out, preset, prefix, &gs);
+    code = doc ? rep_samplers_doc(c, out, doc, &gs)
+               : write_report(c, out, preset, prefix, &gs, section);
     rep_grids_free(&gs);
     return code;
 }

@@ -6,6 +6,8 @@
 
 #include "lab.h"
 
+#include <cjson/cJSON.h>
+
 /* One grid of the output directory: a subdirectory holding grid.json, its
  * runs and the cells they fill. The directory's name is a label and a
  * path, nothing more. */
@@ -39,6 +41,33 @@ int rep_summary_body(const lab_cells *cs, int skip, const char *heading, FILE *f
 /* The names of the regular *.png files in dir, sorted bytewise
  * (malloc'd, free with lab_names_free); none when dir cannot be read. */
 int rep_pngs(const char *dir, char ***names, int *n);
+
+/* The grid of gs named name (a subdirectory of OUT), or NULL. */
+const rep_grid *rep_grid_named(const rep_grids *gs, const char *name);
+/* Links to the figures (*.png) of the grid's directory sub ("" or e.g.
+ * "couplings/"), as prefix + the path relative to OUT. 0, or 1 out of
+ * memory. */
+int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f);
+/* The grid's convergence table: per (T, C, FFN) the change of the
+ * validation metric late in training. 0 or an exit code after printing. */
+int rep_convergence(const command *c, const rep_grid *x, FILE *f);
+
+/* report_couplings.c: a number of a JSON object (NAN when absent); the
+ * paper's sign of J at distance d ("> 0", "< 0" or ""); and the table of
+ * the grid's couplings analysis (x->dir/couplings/couplings.json) after
+ * the text before: 1 when written, 0 when there is none (a damaged one is
+ * a warning). */
+double rep_num(const cJSON *o, const char *key);
+const char *rep_paper_sign(int d);
+int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f);
+
+/* report_long.c: the long-context section of the long preset's grids
+ * under out: per T the arms against softmax, learning curves, J by
+ * distance, length extrapolation; what is missing is said. standalone:
+ * the section opens with its own generator line (for docs/results.md).
+ * 0 or an exit code after printing. */
+int rep_long_section(const command *c, const char *out, const char *prefix, const rep_grids *gs,
+                     int standalone, FILE *f);
 
 /* The section "## Training with sampled statistics" of doc regenerated
  * from the grids of out, everything above the heading kept, written

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the paper's comparisons with `boltzattn ablate` and writes the
 # summaries, plots and a generated report.
-# usage: lab/reproduce.sh quick|full|samplers [BIN]
+# usage: lab/reproduce.sh quick|full|samplers|long [BIN]
 #   DATA=PATH   Tiny Shakespeare (default: data/tinyshakespeare.txt, else
 #               ../shared/data/tinyshakespeare.txt)
 #   OUT=DIR     results directory (default: out/PRESET; the committed runs
@@ -10,7 +10,7 @@
 #               from the runs finished so far
 # Grids are resumable: rerunning the same preset continues where it stopped.
 set -euo pipefail
-preset=${1:?usage: reproduce.sh quick|full|samplers [BIN]}
+preset=${1:?usage: reproduce.sh quick|full|samplers|long [BIN]}
 BIN=${2:-build/boltzattn}
 OUT=${OUT:-out/$preset}
 if [ -z "${DATA:-}" ]; then
@@ -23,6 +23,10 @@ mkdir -p "$OUT"
 start=$(date +%s)
 ONLY=()
 [ -n "${SUMMARY_ONLY:-}" ] && ONLY=(--summary-only)
+# The engine of the grids made before the band engine and `auto` existed:
+# auto resolves to fast for them, and naming it keeps their grid.json as
+# committed. The long preset's banded arms need auto (the band engine).
+ENGINE=(--engine fast)
 
 # ablate ARGS...: `boltzattn ablate`; with SUMMARY_ONLY a grid that was
 # never started (no grid.json under its --out) is skipped with a note,
@@ -39,7 +43,7 @@ ablate() {
             return 0
         fi
     fi
-    "$BIN" ablate "$@"
+    "$BIN" ablate "$@" "${ENGINE[@]}"
 }
 
 # Settings shared by every variant of a comparison (the same seeds, data
@@ -136,8 +140,90 @@ samplers)
         --out "$OUT/charlm"
     wait "$bpid"
     ;;
+long)
+    # Long contexts (issue 15): charlm at T = 64, 256 and 1024 with softmax,
+    # sigmoid, sigmoid with the log-n field bias, and Boltzmann attention
+    # with relative couplings of range 4 and 8 and absolute couplings of
+    # range 8 (exact at any T with the band engine: --engine auto), then
+    # the relative models of T = 256 evaluated at T = 1024 (length
+    # extrapolation). The cheapest, most informative grids go first, so an
+    # interrupted preset has whole comparisons: T = 64, T = 256 (the
+    # headline, more seeds), its extrapolation, T = 1024. Every step
+    # resumes: finished runs and extrapolation entries are kept.
+    # ---- the budget, from the cost model of docs/performance.md ("Long
+    # ---- contexts"); each may also be given in the environment, but a
+    # ---- summary (SUMMARY_ONLY, make results-doc) rewrites grid.json from
+    # ---- these defaults, so change them here.
+    # Seconds per step on one core of the development VM (B = 16; C = 128,
+    # 2 layers, 4 heads, FFN), measured: T = 64: softmax 0.074, band W = 4
+    # 0.10, W = 8 0.20; T = 256: 0.47, 0.87, 2.6. The model t(T) = a T +
+    # b T^2 + c_W T^2 fits them (the band adds c_4 = 6.1e-6, c_8 = 3.2e-5 s
+    # per T^2 at B = 16); at T = 1024 it predicts 4.7 s (softmax), 11 s
+    # (W = 4) and 39 s (W = 8) per step. Hence: T = 64 every arm, 2000 steps
+    # of 32 (4 M tokens, ~2.7 h of one core for 7 arms x 3 seeds); T = 256
+    # (the headline, 5 seeds) 600 steps of 16 (2.5 M tokens, ~6.7 h of one
+    # core); T = 1024 only the arms that fit, softmax, sigmoid with the
+    # log-n bias and relative W = 4, 300 steps of 4 (1.2 M tokens, ~1.3 h)
+    # (W = 8 there would cost ~10 s a step); with evaluations about 11.5
+    # core-hours, under 6 hours on two cores. softmax without position
+    # embeddings separates the relative arms' lack of them from their
+    # couplings.
+    LONG_ARMS=${LONG_ARMS:-softmax,softmax+pos-emb=none,sigmoid,sigmoid+log-n,boltzmann+relative+band4,boltzmann+relative+band8,boltzmann+band8}
+    LONG_C=${LONG_C:-128}; LONG_LAYERS=${LONG_LAYERS:-2}; LONG_HEADS=${LONG_HEADS:-4}  # FFN on
+    LONG_LR=${LONG_LR:-3e-3}
+    T64_STEPS=${T64_STEPS:-2000}; T64_BATCH=${T64_BATCH:-32}; T64_SEEDS=${T64_SEEDS:-3}
+    T64_EVAL_EVERY=${T64_EVAL_EVERY:-200}; T64_EVAL_ITEMS=${T64_EVAL_ITEMS:-256}; T64_LOG_EVERY=${T64_LOG_EVERY:-20}
+    T256_STEPS=${T256_STEPS:-600}; T256_BATCH=${T256_BATCH:-16}; T256_SEEDS=${T256_SEEDS:-5}  # the headline
+    T256_EVAL_EVERY=${T256_EVAL_EVERY:-100}; T256_EVAL_ITEMS=${T256_EVAL_ITEMS:-128}; T256_LOG_EVERY=${T256_LOG_EVERY:-10}
+    T1024_STEPS=${T1024_STEPS:-300}; T1024_BATCH=${T1024_BATCH:-4}; T1024_SEEDS=${T1024_SEEDS:-3}
+    T1024_EVAL_EVERY=${T1024_EVAL_EVERY:-50}; T1024_EVAL_ITEMS=${T1024_EVAL_ITEMS:-32}; T1024_LOG_EVERY=${T1024_LOG_EVERY:-5}
+    T1024_ARMS=${T1024_ARMS:-softmax,sigmoid+log-n,boltzmann+relative+band4}   # the arms trained at T = 1024
+    EXTRAP_T=${EXTRAP_T:-1024}             # the T = 256 models evaluated at this T
+    EXTRAP_ITEMS=${EXTRAP_ITEMS:-0}        # validation windows per evaluation (0: all)
+    EXTRAP_BATCH=${EXTRAP_BATCH:-8}
+    # ----
+    ENGINE=()  # auto: the band engine for banded arms, fast for the others
+    JOBS=${JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
+    [[ $JOBS =~ ^[12]$ ]] || { echo "JOBS must be 1 or 2 (chains side by side), not '$JOBS'" >&2; exit 2; }
+    THREADS=${THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
+    [[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "THREADS must be a positive integer, not '$THREADS'" >&2; exit 2; }
+    TH=(--threads "$THREADS")
+    # long_grid T STEPS BATCH SEEDS EVAL_EVERY EVAL_ITEMS LOG_EVERY ARMS
+    long_grid() {
+        ablate --task charlm --arm "$8" --T "$1" --embd "$LONG_C" --layers "$LONG_LAYERS" \
+            --heads "$LONG_HEADS" --steps "$2" --batch "$3" --seeds "$4" --lr "$LONG_LR" \
+            --eval-every "$5" --eval-items "$6" --log-every "$7" --data "$DATA" "${TH[@]}" \
+            "${ONLY[@]}" --out "$OUT/charlm-T$1"
+    }
+    # the relative models of T = 256 at EXTRAP_T (one process at a time per
+    # grid: the other chain skips it; entries already there are kept)
+    extrapolate() {
+        [ -n "${SUMMARY_ONLY:-}" ] && return 0
+        [ -f "$OUT/charlm-T256/grid.json" ] || return 0
+        "$BIN" ablate --out "$OUT/charlm-T256" --extrapolate "$EXTRAP_T" \
+            --extrapolate-items "$EXTRAP_ITEMS" --batch "$EXTRAP_BATCH" --data "$DATA" "${TH[@]}"
+    }
+    # Both chains walk the same grids: ablate locks each cell it trains, so
+    # two processes share a grid's cells, each taking the next one free.
+    long_chain() {
+        long_grid 64 "$T64_STEPS" "$T64_BATCH" "$T64_SEEDS" "$T64_EVAL_EVERY" "$T64_EVAL_ITEMS" "$T64_LOG_EVERY" "$LONG_ARMS"
+        long_grid 256 "$T256_STEPS" "$T256_BATCH" "$T256_SEEDS" "$T256_EVAL_EVERY" "$T256_EVAL_ITEMS" "$T256_LOG_EVERY" "$LONG_ARMS"
+        extrapolate
+        long_grid 1024 "$T1024_STEPS" "$T1024_BATCH" "$T1024_SEEDS" "$T1024_EVAL_EVERY" "$T1024_EVAL_ITEMS" "$T1024_LOG_EVERY" "$T1024_ARMS"
+    }
+    if [ "$JOBS" -ge 2 ]; then
+        long_chain &
+        lpid=$!
+        long_chain
+        wait "$lpid"
+    else
+        long_chain
+    fi
+    # what the other chain was still training when this one extrapolated
+    extrapolate
+    ;;
 *)
-    echo "unknown preset '$preset' (quick|full|samplers)" >&2
+    echo "unknown preset '$preset' (quick|full|samplers|long)" >&2
     exit 2
     ;;
 esac
@@ -162,7 +248,18 @@ for d in "$OUT"/*/; do
     # J of the grid's boltzmann cell with the largest T over its finished
     # seeds; checkpoints are not committed, so a clone keeps the committed
     # analysis (couplings says there is nothing to read and it stays).
-    if "$BIN" couplings --grid "${d%/}" "${wide[@]}" --out "${d}couplings.new" >/dev/null 2>&1; then
+    if [ "$preset" = long ]; then
+        # one analysis per Ising arm, in couplings/SPEC/ (the report finds
+        # an arm's by the variant its couplings.json names)
+        for a in ${LONG_ARMS//,/ }; do
+            case $a in boltzmann*|coupling*) ;; *) continue ;; esac
+            if "$BIN" couplings --grid "${d%/}" --arm "$a" --out "${d}couplings/$a.new" >/dev/null 2>&1; then
+                rm -rf "${d}couplings/$a" && mv "${d}couplings/$a.new" "${d}couplings/$a"
+            else
+                rm -rf "${d}couplings/$a.new"
+            fi
+        done
+    elif "$BIN" couplings --grid "${d%/}" "${wide[@]}" --out "${d}couplings.new" >/dev/null 2>&1; then
         rm -rf "${d}couplings" && mv "${d}couplings.new" "${d}couplings"
     else
         rm -rf "${d}couplings.new"

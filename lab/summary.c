@@ -78,7 +78,8 @@ static void effect_row(const lab_cells *cs, int a, int T, int C, int ffn, double
     row->lo = np > 1 ? d.mean - d.ci95 : NAN;
     row->hi = np > 1 ? d.mean + d.ci95 : NAN;
     row->exact_mean = ne > 0 ? ba_summarize(es, ne).mean : NAN;
-    row->paper = lab_arm_sampled(&g->arms[a])
+    /* the paper's numbers are of its own model: exact and plain */
+    row->paper = lab_arm_sampled(&g->arms[a]) || !lab_form_is_plain(&g->arms[a].form)
                      ? NULL
                      : lab_paper_number(g->task, g->arms[a].attn, T, ffn);
 }
@@ -193,6 +194,14 @@ int lab_summary_md(const lab_cells *cs, FILE *f)
                "allows.\n\n",
             done, cs->n, bt ? "held-out accuracy (%)" : "validation perplexity",
             bt ? "accuracy points" : "relative perplexity change, negative is better");
+    int forms = 0;
+    for (int a = 0; a < g->narms; a++)
+        forms |= !lab_form_is_plain(&g->arms[a].form);
+    if (forms) /* said only where it applies: plain grids' summaries stay as they were */
+        fprintf(f, "A variant's label names its form beyond the paper's: `-rel` relative "
+                   "couplings (one per distance), `-W<W>` couplings of range W (a band), `-logn` "
+                   "the log-n field bias, `-nopos` / `-pos` position embeddings left out / "
+                   "learned against the default (none with relative couplings).\n\n");
     double *work = malloc(sizeof(double) * (size_t)g->nseeds * 3);
     if (!work)
         return -1;
@@ -224,9 +233,11 @@ static void effects_csv(const lab_cells *cs, FILE *f)
     for (int i = 0; i < n; i++) {
         const lab_effect_row *r = &rows[i];
         const lab_arm *ar = &g->arms[r->arm];
+        char v[96];
+        lab_arm_variant(ar, v, sizeof v);
         /* empty fields where a value does not exist */
-        fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%d,", ba_task_name(g->task), r->T, r->C, r->ffn,
-                ba_attn_name(ar->attn), ba_sampler_name(ar->sampler.kind),
+        fprintf(f, "%s,%d,%d,%d,%s,%s,%d,%d,%d,", ba_task_name(g->task), r->T, r->C, r->ffn, v,
+                ba_sampler_name(ar->sampler.kind),
                 lab_arm_sampled(ar) ? ar->sampler.shots : 0, r->runs, r->seeds);
         if (!isnan(r->mean))
             fprintf(f, "%.6g", r->mean);
@@ -251,9 +262,18 @@ static cJSON *cell_json(const lab_grid *g, const lab_cell *c)
 {
     const lab_run *r = c->run;
     const lab_arm *a = &g->arms[c->arm];
+    char v[96];
+    lab_arm_variant(a, v, sizeof v);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "task", ba_task_name(g->task));
-    cJSON_AddStringToObject(o, "variant", ba_attn_name(a->attn));
+    cJSON_AddStringToObject(o, "variant", v);
+    if (!lab_form_is_plain(&a->form)) { /* the label's parts, for scripts */
+        cJSON_AddStringToObject(o, "attn", ba_attn_name(a->attn));
+        cJSON_AddStringToObject(o, "couplings", ba_couplings_name(a->form.couplings));
+        cJSON_AddNumberToObject(o, "band", a->form.band);
+        cJSON_AddStringToObject(o, "field_bias", ba_field_bias_name(a->form.field_bias));
+        cJSON_AddBoolToObject(o, "pos_emb", a->form.pos_emb);
+    }
     cJSON_AddStringToObject(o, "sampler", ba_sampler_name(a->sampler.kind));
     cJSON_AddNumberToObject(o, "shots", lab_arm_sampled(a) ? a->sampler.shots : 0);
     cJSON_AddNumberToObject(o, "T", c->T);
@@ -289,11 +309,12 @@ static void results_csv(const lab_cells *cs, FILE *f, cJSON *arr)
             continue;
         const lab_run *r = c->run;
         const lab_arm *a = &g->arms[c->arm];
-        char xv[32] = "";
+        char xv[32] = "", v[96];
+        lab_arm_variant(a, v, sizeof v);
         if (r->has_exact)
             snprintf(xv, sizeof xv, "%.8g", r->exact_value);
         fprintf(f, "%s,%s,%d,%d,%d,%" PRIu64 ",%ld,%s,%.8g,%.8g,%.8g,%.8g,%d,%ld,%.3f,%s,%d,%s\n",
-                ba_task_name(g->task), ba_attn_name(a->attn), c->T, c->C, c->ffn, c->seed,
+                ba_task_name(g->task), v, c->T, c->C, c->ffn, c->seed,
                 r->info.step, g->task == BA_TASK_CHARLM ? "val_ppl" : "accuracy", r->value,
                 r->info.result.loss, r->info.result.ppl, r->info.result.accuracy,
                 r->info.result.n_items, r->info.result.n_targets, r->wall_s,

@@ -181,6 +181,26 @@ static int load_tensor(const ba_st_tensor *ft, const ba_tensor_info *t, ba_real 
     return BA_OK;
 }
 
+/* A model tensor the file lacks; the couplings' two forms get a message
+ * of their own (a config that says one form over tensors of the other). */
+static int missing_tensor(const ba_st *st, const ba_config *cfg, const char *name, char *err)
+{
+    size_t n = strlen(name);
+    char other[80];
+    int rel = n > 6 && strcmp(name + n - 6, ".J_rel") == 0;
+    int abs = n > 2 && strcmp(name + n - 2, ".J") == 0;
+    if (rel || abs) {
+        snprintf(other, sizeof other, "%.*s%s", (int)(n - (rel ? 4 : 0)), name, rel ? "" : "_rel");
+        if (ba_st_find(st, other))
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "the checkpoint's config says %s couplings (tensor '%s') but the file "
+                           "holds %s ones ('%s'): its config and tensors disagree",
+                           ba_couplings_name(cfg->couplings), name, rel ? "absolute" : "relative",
+                           other);
+    }
+    return ba_fail(err, BA_ERR_FORMAT, "tensor '%s' is missing from the file", name);
+}
+
 static int load_checkpoint(const ba_st *st, ba_model **out, ba_data_spec *spec, char *err)
 {
     const char *cj = ba_st_metadata(st, "config");
@@ -225,10 +245,12 @@ static int load_checkpoint(const ba_st *st, ba_model **out, ba_data_spec *spec, 
     for (int i = 0; i < nt && rc == BA_OK; i++) {
         const ba_st_tensor *ft = ba_st_find(st, infos[i].name);
         if (!ft)
-            rc = ba_fail(err, BA_ERR_FORMAT, "tensor '%s' is missing from the file", infos[i].name);
+            rc = missing_tensor(st, &cfg, infos[i].name, err);
         else
             rc = load_tensor(ft, &infos[i], params, err);
     }
+    if (rc == BA_OK)
+        rc = ba_model_check_band(m, "checkpoint", err);
     /* The checksum, when the file has one (files from other writers may
      * not), covers the tensor data in the model's order. */
     const char *sum = ba_st_metadata(st, "checksum");

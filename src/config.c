@@ -27,15 +27,54 @@ ba_config ba_config_default(ba_attn attn, int block_size)
     ba_config c;
     memset(&c, 0, sizeof c);
     c.attn = attn;
-    c.engine = BA_ENGINE_FAST;
+    c.engine = BA_ENGINE_AUTO;
     c.n_layer = 1;
     c.n_head = 1;
     c.n_embd = 64;
     c.block_size = block_size;
     c.head = BA_HEAD_TOKEN;
     c.ffn = 1;
+    c.pos_emb = 1;
+    c.couplings = BA_COUPLINGS_ABSOLUTE;
+    c.band = 0;
+    c.field_bias = BA_FIELD_BIAS_NONE;
     c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
     return c;
+}
+
+ba_engine ba_config_engine(const ba_config *c)
+{
+    if (c->engine != BA_ENGINE_AUTO)
+        return c->engine;
+    return c->band > 0 ? BA_ENGINE_BAND : BA_ENGINE_FAST;
+}
+
+int ba_config_distances(const ba_config *c)
+{
+    if (c->couplings != BA_COUPLINGS_RELATIVE)
+        return 0;
+    return c->band > 0 ? c->band : c->block_size - 1;
+}
+
+/* The band engine's limits: a window of W (or, without a band, T - 1)
+ * spins, and T * 2^W window cells per thread. */
+static int check_band_engine(const ba_config *c, char *err)
+{
+    int T = c->block_size, W = c->band > 0 ? c->band : T - 1;
+    if (c->band == 0 && T - 1 > BA_MAX_BAND)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d is too large for the band engine without a band: it would carry "
+                       "all T - 1 = %d earlier keys (2^%d window states) and accepts at most %d; "
+                       "set a band W (config 'band', --band W)",
+                       T, T - 1, T - 1, BA_MAX_BAND);
+    int we = W < T - 1 ? W : T - 1;
+    if (we > 0 && ((size_t)T << we) > BA_BAND_MAX_CELLS)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d with band W = %d is too large for the band engine: it keeps "
+                       "T * 2^W = %zu window values per thread, at most %zu (a narrower band or "
+                       "a shorter T)",
+                       T, W, (size_t)T << we, (size_t)BA_BAND_MAX_CELLS);
+    return BA_OK;
 }
 
 /* The engine's or the sampler's limit on T for Ising attention. */
@@ -54,18 +93,65 @@ static int check_ising_limit(const ba_config *c, char *err)
                            ba_sampler_name(c->sampler.kind), lim);
         return BA_OK;
     }
-    int lim = ba_engine_max_spins(c->engine);
-    if (c->block_size > lim && c->engine == BA_ENGINE_FAST)
+    ba_engine e = ba_config_engine(c);
+    if (e == BA_ENGINE_BAND)
+        return check_band_engine(c, err);
+    int lim = ba_engine_max_spins(e);
+    if (c->block_size <= lim)
+        return BA_OK;
+    if (c->engine == BA_ENGINE_AUTO)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d is too large for exact %s attention with full-range couplings: the "
+                       "exact engines enumerate 2^T spin states and go to T = %d; couplings of "
+                       "range W (config 'band', --band W) are exact at any T with the band "
+                       "engine",
+                       c->block_size, ba_attn_name(c->attn), lim);
+    if (e == BA_ENGINE_FAST)
         return ba_fail(err, BA_ERR_LIMIT,
                        "T = %d is too large for exact %s attention: the fast engine would "
                        "need %.0f MiB for its two 2^T kernels and accepts T <= %d",
                        c->block_size, ba_attn_name(c->attn),
                        2.0 * ldexp(1.0, c->block_size) * sizeof(double) / 1048576.0, lim);
-    if (c->block_size > lim)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "T = %d is too large for exact %s attention: the %s engine enumerates "
-                       "2^T spin states and accepts T <= %d",
-                       c->block_size, ba_attn_name(c->attn), ba_engine_name(c->engine), lim);
+    return ba_fail(err, BA_ERR_LIMIT,
+                   "T = %d is too large for exact %s attention: the %s engine enumerates "
+                   "2^T spin states and accepts T <= %d",
+                   c->block_size, ba_attn_name(c->attn), ba_engine_name(e), lim);
+}
+
+/* The couplings' form, the band and the field bias. */
+static int check_couplings(const ba_config *c, int ising, char *err)
+{
+    if ((unsigned)c->couplings > BA_COUPLINGS_RELATIVE)
+        return ba_fail(err, BA_ERR_ARG, "couplings %d is not a known form", (int)c->couplings);
+    if ((unsigned)c->field_bias > BA_FIELD_BIAS_LOG_N)
+        return ba_fail(err, BA_ERR_ARG, "field_bias %d is not a known bias", (int)c->field_bias);
+    if (c->pos_emb != 0 && c->pos_emb != 1)
+        return ba_fail(err, BA_ERR_ARG, "pos_emb = %d must be 0 or 1", c->pos_emb);
+    if (c->band < 0)
+        return ba_fail(err, BA_ERR_ARG, "band W = %d must not be negative (0: no band)", c->band);
+    if (!ising && c->band > 0)
+        return ba_fail(err, BA_ERR_ARG,
+                       "a band (W = %d) limits the couplings of boltzmann and coupling "
+                       "attention; %s attention has none",
+                       c->band, ba_attn_name(c->attn));
+    if (!ising && c->couplings == BA_COUPLINGS_RELATIVE)
+        return ba_fail(err, BA_ERR_ARG,
+                       "relative couplings belong to boltzmann and coupling attention; %s "
+                       "attention has none",
+                       ba_attn_name(c->attn));
+    if (c->attn == BA_ATTN_SOFTMAX && c->field_bias != BA_FIELD_BIAS_NONE)
+        return ba_fail(err, BA_ERR_ARG,
+                       "the %s field bias does nothing to softmax attention (a constant per "
+                       "query cancels in the softmax)",
+                       ba_field_bias_name(c->field_bias));
+    if (c->band > BA_MAX_BAND)
+        return ba_fail(err, BA_ERR_LIMIT, "band W = %d is above the band engine's limit of %d",
+                       c->band, BA_MAX_BAND);
+    if (c->band > 0 && c->band > c->block_size - 1)
+        return ba_fail(err, BA_ERR_ARG,
+                       "band W = %d exceeds T - 1 = %d, the longest distance between two of "
+                       "the T = %d keys",
+                       c->band, c->block_size - 1, c->block_size);
     return BA_OK;
 }
 
@@ -75,7 +161,7 @@ int ba_config_validate(const ba_config *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "config is NULL");
     if ((unsigned)c->attn > BA_ATTN_COUPLING)
         return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)c->attn);
-    if ((unsigned)c->engine > BA_ENGINE_FAST)
+    if ((unsigned)c->engine > BA_ENGINE_AUTO)
         return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)c->engine);
     if ((unsigned)c->head > BA_HEAD_POINTER)
         return ba_fail(err, BA_ERR_ARG, "head %d is not a known output head", (int)c->head);
@@ -104,6 +190,9 @@ int ba_config_validate(const ba_config *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "out_size = %d is out of range [1, %d]", c->out_size,
                        BA_MAX_VOCAB);
     int ising = c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING;
+    int rc = check_couplings(c, ising, err);
+    if (rc)
+        return rc;
     char why[BA_ERR_LEN];
     if (ba_sampler_validate(&c->sampler, why))
         return ba_fail(err, BA_ERR_ARG, "sampler: %s", why);
@@ -157,7 +246,7 @@ void ba_param_sizes(const ba_config *c, size_t *sz)
     size_t F = c->ffn ? 4 * C : 0; /* FFN tensors vanish without the FFN */
     size_t ln2 = c->ffn ? C : 0;
     sz[BA_P_TOK] = (size_t)c->vocab_size * C;
-    sz[BA_P_POS] = T * C;
+    sz[BA_P_POS] = c->pos_emb ? T * C : 0;
     sz[BA_P_LN1W] = L * C;
     sz[BA_P_LN1B] = L * C;
     sz[BA_P_QKVW] = L * 3 * C * C;
@@ -165,7 +254,8 @@ void ba_param_sizes(const ba_config *c, size_t *sz)
     sz[BA_P_PROJW] = L * C * C;
     sz[BA_P_PROJB] = L * C;
     int ising = c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING;
-    sz[BA_P_J] = ising ? L * H * T * T : 0;
+    size_t per_head = c->couplings == BA_COUPLINGS_RELATIVE ? (size_t)ba_config_distances(c) : T * T;
+    sz[BA_P_J] = ising ? L * H * per_head : 0;
     sz[BA_P_LN2W] = L * ln2;
     sz[BA_P_LN2B] = L * ln2;
     sz[BA_P_FCW] = L * F * C;
@@ -301,7 +391,11 @@ static int add_config(cJSON *o, const ba_config *cfg, const ba_data_spec *spec)
              cJSON_AddNumberToObject(o, "vocab_size", cfg->vocab_size) &&
              cJSON_AddStringToObject(o, "head", ba_head_name(cfg->head)) &&
              cJSON_AddNumberToObject(o, "out_size", cfg->out_size) &&
-             cJSON_AddBoolToObject(o, "ffn", cfg->ffn != 0);
+             cJSON_AddBoolToObject(o, "ffn", cfg->ffn != 0) &&
+             cJSON_AddBoolToObject(o, "pos_emb", cfg->pos_emb != 0) &&
+             cJSON_AddStringToObject(o, "couplings", ba_couplings_name(cfg->couplings)) &&
+             cJSON_AddNumberToObject(o, "band", cfg->band) &&
+             cJSON_AddStringToObject(o, "field_bias", ba_field_bias_name(cfg->field_bias));
     if (ok && spec) {
         char seed[24];
         snprintf(seed, sizeof seed, "%" PRIu64, spec->data_seed);
@@ -478,6 +572,16 @@ static int cfg_names(const cJSON *o, ba_config *c, ba_data_spec *d, int *has_tas
     c->head = *has_task && d->task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
     if ((s = cfg_name(o, "head", 0, err, &rc)) && ba_head_parse(s, &c->head, why))
         return cfg_bad_name("head", why, err);
+    if (rc)
+        return rc;
+    /* absent in files written before long contexts: absolute, no bias */
+    if ((s = cfg_name(o, "couplings", 0, err, &rc)) && ba_couplings_parse(s, &c->couplings, why))
+        return cfg_bad_name("couplings", why, err);
+    if (rc)
+        return rc;
+    if ((s = cfg_name(o, "field_bias", 0, err, &rc)) &&
+        ba_field_bias_parse(s, &c->field_bias, why))
+        return cfg_bad_name("field_bias", why, err);
     return rc;
 }
 
@@ -492,6 +596,7 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
         (rc = cfg_int(o, "block_size", 1, &c->block_size, err)) ||
         (rc = cfg_int(o, "vocab_size", 1, &c->vocab_size, err)) ||
         (rc = cfg_int(o, "out_size", 1, &c->out_size, err)) ||
+        (rc = cfg_int(o, "band", 0, &c->band, err)) ||
         (rc = cfg_int(o, "kinds", 0, &d->kinds, err)) ||
         (rc = cfg_int(o, "n_heldout", 0, &d->n_heldout, err)) ||
         (rc = cfg_seed(o, &d->data_seed, err)))
@@ -503,6 +608,11 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
         return ba_fail(err, BA_ERR_FORMAT, "config field 'ffn' is %s, expected true or false",
                        ba_json_type(f));
     c->ffn = cJSON_IsTrue(f) ? 1 : 0;
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(o, "pos_emb");
+    if (pe && !cJSON_IsBool(pe))
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'pos_emb' is %s, expected true or false",
+                       ba_json_type(pe));
+    c->pos_emb = !pe || cJSON_IsTrue(pe) ? 1 : 0;
     if ((rc = cfg_sampler(o, &c->sampler, err)))
         return rc;
     /* An out-of-range vocab_size is left to ba_config_validate to report;

@@ -201,6 +201,10 @@ int ba_state_write(const char *path, ba_model *m, const ba_data_spec *spec, cons
  * NULL); its tensors, step, RNG streams and training time into m (train_s
  * -1 for a state written before the time was kept). */
 int ba_state_open(const char *path, ba_st **st, char *err);
+/* A banded model with absolute couplings stores 0 beyond the band: a
+ * loaded file holding anything else there is BA_ERR_FORMAT (what names the
+ * file for the message). */
+int ba_model_check_band(const ba_model *m, const char *what, char *err);
 /* The forward's check of a batch's shape and tokens against the model of c
  * (ba_model_forward and ba_batch_check share it). */
 int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *err);
@@ -323,22 +327,87 @@ int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const do
 
 /* ---------------------------------------------- band engine, batched
  * Exact chain inference for couplings of range at most W (spec section 8;
- * src/ising_band.c), with the layouts of ba_engine_forward/backward:
- * h (B,T,T) or NULL, J (T,ldj), logw (B,T,T), g (B,T,T), dh (B,T,T) +=,
- * dJ (T,ldj) += (dh, dJ may be NULL). Only J_jk with 0 < k - j <= W is
- * read (entries beyond the band count as 0) and only those dJ entries are
- * written. O(n 2^(W+1)) per query of n spins; memory per thread
- * T * 2^min(W,T-1) doubles (forward) or twice that (backward), which
- * BA_BAND_MAX_CELLS bounds (BA_ERR_LIMIT above it). Results do not depend
- * on the thread count. BA_ERR_ARG for W outside [1, BA_BAND_MAX_W], B < 1,
- * T outside [1, BA_BAND_MAX_T], ldj < T, NULL J, logw or g. */
+ * src/ising_band.c, src/ising_band_lin.c), with the layouts of
+ * ba_engine_forward/backward: h (B,T,T) or NULL, logw (B,T,T), g (B,T,T),
+ * dh (B,T,T) += (may be NULL). Two layouts of the couplings:
+ * - dense: J (T,ldj), dJ (T,ldj) += (may be NULL). Only J_jk with
+ *   0 < k - j <= W is read (entries beyond the band count as 0) and only
+ *   those dJ entries are written.
+ * - band (_jb): Jb (T,W) row-major, Jb[t*W + d-1] = J_{t-d,t} for
+ *   1 <= d <= min(W, t); dJb (T,W) += in that layout (may be NULL).
+ *   Entries with d > t are neither read nor written.
+ * W may exceed T-1 (the window is then T-1 spins: the full model). The
+ * dense entry points copy the band (T W doubles) and share the band ones'
+ * implementation, so both give the same results bit for bit.
+ * O(n 2^(W+1)) per query of n spins; memory per thread 2 T 2^min(W,T-1)
+ * doubles, which BA_BAND_MAX_CELLS bounds (BA_ERR_LIMIT above it), plus
+ * a table of the couplings' factors shared by the threads (80 doubles a
+ * row at W = 8). Results do not depend on the thread count (nor on the
+ * instruction set the kernels were chosen for).
+ *
+ * Two paths compute the same values: the linear path (alpha, beta as
+ * doubles rescaled per step, products instead of log-sum-exp: 8-50x
+ * faster for W = 2..8, figures in src/ising_band.c) takes every query
+ * whose bound on the dynamic range it meets (ba_band_lin_hbound +
+ * ba_band_lin_jbound, derived in src/ising_band_lin.c) is at most
+ * BA_BAND_LIN_MAX_NATS, so that nothing it forms underflows; the log path
+ * (log-sum-exp per transition, any finite input) takes the others.
+ * Errors: BA_ERR_ARG for W outside [1, BA_BAND_MAX_W], B < 1, T outside
+ * [1, BA_BAND_MAX_T], ldj < T, NULL J/Jb, logw or g; BA_ERR_NUMERIC naming
+ * the first non-finite h (j <= i) or in-band coupling, before any output
+ * is written (g is not checked); BA_ERR_NOMEM. */
 #define BA_BAND_MAX_W 16
 #define BA_BAND_MAX_T 8192
-#define BA_BAND_MAX_CELLS ((size_t)1 << 24) /* T*2^W: 256 MiB backward workspace */
+#define BA_BAND_MAX_CELLS ((size_t)1 << 24) /* T*2^W: 256 MiB workspace per thread */
+#define BA_BAND_LIN_MAX_NATS 600.0
 int ba_band_forward(int W, int B, int T, const double *h, const double *J, int ldj,
                     double *logw, char *err);
 int ba_band_backward(int W, int B, int T, const double *h, const double *J, int ldj,
                      const double *g, double *dh, double *dJ, char *err);
+int ba_band_forward_jb(int W, int B, int T, const double *h, const double *Jb, double *logw,
+                       char *err);
+int ba_band_backward_jb(int W, int B, int T, const double *h, const double *Jb,
+                        const double *g, double *dh, double *dJb, char *err);
+
+/* The band entry points (band layout) with the path chosen, for tests and
+ * benchmarks: AUTO as above (what ba_band_forward_jb/backward_jb do); LOG
+ * every query on the log path; LINEAR every query on the linear path
+ * whatever its bound (past the bound it may under- or overflow: only for
+ * inputs known to be safe). stats (may be NULL) receives the number of
+ * queries each path took. */
+typedef enum { BA_BAND_AUTO, BA_BAND_LOG, BA_BAND_LINEAR } ba_band_path;
+typedef struct {
+    long linear, log;
+} ba_band_stats;
+int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h,
+                         const double *Jb, double *logw, ba_band_stats *stats, char *err);
+int ba_band_backward_path(ba_band_path path, int W, int B, int T, const double *h,
+                          const double *Jb, const double *g, double *dh, double *dJb,
+                          ba_band_stats *stats, char *err);
+
+/* The linear path's kernels (src/ising_band_lin.c), for src/ising_band.c.
+ * A call context: window we = min(W, T-1), couplings Jb (T,ldb) as above,
+ * tab (T, ba_band_lin_table_doubles(we)) the coupling factors, row t from
+ * ba_band_lin_table_row. ws: ba_band_lin_ws_doubles(we, T) doubles per
+ * thread.
+ * forward: logw (n) of one query of n spins (h: n fields or NULL).
+ * backward: dh (n, may be NULL) += Cov(G, s_t), djb (T,we) row t, entry
+ * d-1 += Cov(G, s_{t-d} s_t) (may be NULL).
+ * hbound (per query, non-finite when h holds a non-finite value) plus
+ * jbound (per call) bound the dynamic range the path meets, in nats. */
+typedef struct {
+    int we, T, ldb;
+    const double *Jb, *tab;
+} ba_band_lin;
+size_t ba_band_lin_ws_doubles(int we, int T);
+size_t ba_band_lin_table_doubles(int we);
+void ba_band_lin_table_row(int we, int t, const double *Jb, int ldb, double *row);
+void ba_band_lin_forward(const ba_band_lin *c, double *ws, int n, const double *h,
+                         double *logw);
+void ba_band_lin_backward(const ba_band_lin *c, double *ws, int n, const double *h,
+                          const double *g, double *dh, double *djb);
+double ba_band_lin_hbound(int we, int n, const double *h);
+double ba_band_lin_jbound(int we, int T, const double *Jb, int ldb);
 
 /* ------------------------------------------- sampled engine, batched
  * The sampled counterpart of ba_engine_forward/backward (src/sampled.c), with
@@ -404,15 +473,16 @@ void ba_residual_forward(ba_real *out, const ba_real *a, const ba_real *b,
 
 /* Causal multi-head attention core, one of the four variants.
  * qkv (B,T,3C): q, k, v stacked, heads contiguous inside each.
- * J (H,Tmax,Tmax) couplings of this layer (used by boltzmann/coupling,
- *   indexed by absolute key position; may be NULL otherwise).
+ * J couplings of this layer (used by boltzmann/coupling; may be NULL
+ *   otherwise): absolute (H,Tmax,Tmax) indexed by key position, or
+ *   relative (H,D) indexed by distance - 1.
  * att (B,H,T,T): the normalised weights a_ij (row i, j <= i).
  * pre (B,H,T,T): per-variant saved values for backward (fields h_ij for
  *   softmax/sigmoid/boltzmann; unused by coupling but kept zero).
  * out (B,T,C). */
 typedef struct {
     ba_attn attn;
-    ba_engine engine;
+    ba_engine engine; /* resolved: reference, fast or band (never auto) */
     int B, T, C, H, Tmax;
     ba_engine_ctx **ctx; /* (H) one per head, or NULL for stateless calls */
     /* Sampled attention, used when sampler is not NULL and not exact
@@ -422,12 +492,21 @@ typedef struct {
     const ba_sampler *sampler;
     ba_sample_ctx **sctx;
     ba_rng *srng;
+    /* The couplings' form (Ising attention): absolute J (H,Tmax,Tmax), or
+     * relative r (H,D) with J_jk = r[k-j-1] for k - j <= D; band W > 0 sets
+     * J_jk = 0 for k - j > W (0: no band); the band engine runs with W, or
+     * without a band with T - 1. field_bias subtracts (1/2) log(i+1) from
+     * query i's fields. Zero-initialised fields mean absolute, no band, no
+     * bias. */
+    ba_couplings couplings;
+    int band, D;
+    ba_field_bias field_bias;
 } ba_attn_shape;
 
 int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,
                          ba_real *pre, const ba_real *qkv, const ba_real *J,
                          char *err);
-/* dqkv (B,T,3C) and dJ (H,Tmax,Tmax) accumulate (dJ may be NULL). */
+/* dqkv (B,T,3C) and dJ (the layout of J) accumulate (dJ may be NULL). */
 int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
                           const ba_real *dout, const ba_real *qkv,
                           const ba_real *J, const ba_real *att,

@@ -198,32 +198,97 @@ static dims get_dims(const ba_attn_shape *s)
 }
 
 /* Fields h_ij = q_i . k_j / sqrt(d) of head hh for every batch element, in
- * double. hd (B,T,T), entries j > i left untouched. */
-static void compute_fields(const dims *g, int hh, const ba_real *qkv, double *hd)
+ * double, less (1/2) log(i+1) with the log-n bias. hd (B,T,T), entries
+ * j > i left untouched. */
+static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const ba_real *qkv,
+                           double *hd)
 {
     int T = g->T, C = g->C, d = g->d;
+    int logn = s->field_bias == BA_FIELD_BIAS_LOG_N;
 #pragma omp parallel for schedule(static) if (0.5 * g->B * T * T * d > BA_PAR_MIN_WORK)
     for (int b = 0; b < g->B; b++)
         for (int i = 0; i < T; i++) {
             const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)hh * d;
+            double bias = logn ? 0.5 * log(i + 1.0) : 0.0;
             for (int j = 0; j <= i; j++) {
                 const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)hh * d;
                 double acc = 0.0;
                 for (int c = 0; c < d; c++)
                     acc += (double)q[c] * k[c];
-                hd[((size_t)b * T + i) * T + j] = acc * g->scale;
+                hd[((size_t)b * T + i) * T + j] = acc * g->scale - bias;
             }
         }
 }
 
-/* Copies head hh's couplings (Tmax,Tmax) into a dense (T,T) double matrix. */
+/* The band engine's window: the band, or without one every earlier key. */
+static int band_width(const ba_attn_shape *s)
+{
+    return s->band > 0 ? s->band : s->T > 1 ? s->T - 1 : 1;
+}
+
+/* Whether this call runs the band engine (which reads the (T,W) layout). */
+static int uses_band_layout(const ba_attn_shape *s);
+
+/* Coupling of head hh between keys j < k as the model defines it: the
+ * absolute entry or the relative one of distance k - j, 0 beyond the band
+ * or the relative distances. */
+static inline double coupling(const ba_attn_shape *s, const ba_real *Jh, int j, int k)
+{
+    int d = k - j;
+    if (s->band > 0 && d > s->band)
+        return 0.0;
+    if (s->couplings == BA_COUPLINGS_RELATIVE)
+        return d <= s->D ? (double)Jh[d - 1] : 0.0;
+    return (double)Jh[(size_t)j * s->Tmax + k];
+}
+
+/* This layer's couplings of head hh (J of the layer: (H,Tmax,Tmax)
+ * absolute or (H,D) relative) in the layout the engine reads: Jd (T,T)
+ * dense for the enumerating engines and the samplers (j < k used), or
+ * (T,W) for the band engine, Jd[t*W + d-1] = J_{t-d,t} (d <= t). */
 static void copy_couplings(const ba_attn_shape *s, int hh, const ba_real *J, double *Jd)
 {
-    int T = s->T, Tm = s->Tmax;
-    const ba_real *Jh = J + (size_t)hh * Tm * Tm;
+    int T = s->T;
+    const ba_real *Jh = J + (size_t)hh * (s->couplings == BA_COUPLINGS_RELATIVE
+                                               ? (size_t)s->D
+                                               : (size_t)s->Tmax * s->Tmax);
+    if (uses_band_layout(s)) {
+        int W = band_width(s);
+        for (int t = 0; t < T; t++)
+            for (int d = 1; d <= W; d++)
+                Jd[(size_t)t * W + d - 1] = d <= t ? coupling(s, Jh, t - d, t) : 0.0;
+        return;
+    }
     for (int j = 0; j < T; j++)
         for (int k = 0; k < T; k++)
-            Jd[(size_t)j * T + k] = k > j ? Jh[(size_t)j * Tm + k] : 0.0;
+            Jd[(size_t)j * T + k] = k > j ? coupling(s, Jh, j, k) : 0.0;
+}
+
+/* Adds the engine's coupling gradient dJd (the layout of copy_couplings)
+ * into head hh's parameters dJ: an absolute entry gets its pair's
+ * gradient, a relative distance the sum over its pairs (in key order, so
+ * the sum is the same on any thread count); pairs beyond the band or the
+ * relative distances are not parameters. */
+static void scatter_coupling_grads(const ba_attn_shape *s, int hh, const double *dJd, ba_real *dJ)
+{
+    int T = s->T, rel = s->couplings == BA_COUPLINGS_RELATIVE;
+    int reach = s->band > 0 ? s->band : T - 1;
+    if (rel && s->D < reach)
+        reach = s->D;
+    ba_real *dJh = dJ + (size_t)hh * (rel ? (size_t)s->D : (size_t)s->Tmax * s->Tmax);
+    int W = uses_band_layout(s) ? band_width(s) : 0;
+    for (int d = 1; d <= reach && d < T; d++) {
+        double acc = 0.0;
+        for (int t = d; t < T; t++) {
+            double v = W ? dJd[(size_t)t * W + d - 1] : dJd[(size_t)(t - d) * T + t];
+            if (rel)
+                acc += v;
+            else
+                dJh[(size_t)(t - d) * s->Tmax + t] += (ba_real)v;
+        }
+        if (rel)
+            dJh[d - 1] += (ba_real)acc;
+    }
 }
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
@@ -232,6 +297,31 @@ static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_C
 static int is_sampled(const ba_attn_shape *s)
 {
     return is_ising(s->attn) && s->sampler && s->sampler->kind != BA_SAMPLER_EXACT;
+}
+
+static int uses_band_layout(const ba_attn_shape *s)
+{
+    return s->engine == BA_ENGINE_BAND && !is_sampled(s);
+}
+
+/* The exact engine of s over B queries' rows: the band engine with its
+ * width, else the enumerating engines through their contexts. */
+static int exact_forward(const ba_attn_shape *s, int hh, int B, const double *h,
+                         const double *Jd, double *logw, char *err)
+{
+    if (s->engine == BA_ENGINE_BAND)
+        return ba_band_forward_jb(band_width(s), B, s->T, h, Jd, logw, err);
+    return ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
+                                 logw, err);
+}
+
+static int exact_backward(const ba_attn_shape *s, int hh, int B, const double *h,
+                          const double *Jd, const double *g, double *dh, double *dJd, char *err)
+{
+    if (s->engine == BA_ENGINE_BAND)
+        return ba_band_backward_jb(band_width(s), B, s->T, h, Jd, g, dh, dJd, err);
+    return ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
+                                  g, dh, dJd, err);
 }
 
 int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_real *pre,
@@ -246,10 +336,12 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
     int sampled = is_sampled(s);
     if (sampled && (!s->sctx || !s->srng))
         return ba_fail(err, BA_ERR_ARG, "sampled attention needs sample contexts and an RNG");
+    /* (T,T) dense or (T,W) band couplings of one head */
+    size_t jsz = (size_t)T * (uses_band_layout(s) ? (size_t)band_width(s) : (size_t)T);
     double *hd = calloc(btt, sizeof(double)); // (B,T,T) fields
     double *ld = malloc(sizeof(double) * btt); // (B,T,T) log-weights
-    double *Jd = malloc(sizeof(double) * (size_t)T * T);
-    if (!hd || !ld || !Jd) {
+    double *Jd = is_ising(s->attn) ? malloc(sizeof(double) * (jsz ? jsz : 1)) : NULL;
+    if (!hd || !ld || (is_ising(s->attn) && !Jd)) {
         free(hd), free(ld), free(Jd);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate attention workspace (B=%d, T=%d)", B,
                        T);
@@ -257,7 +349,7 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
     int rc = BA_OK;
     for (int hh = 0; hh < H && rc == BA_OK; hh++) {
         if (s->attn != BA_ATTN_COUPLING)
-            compute_fields(&g, hh, qkv, hd);
+            compute_fields(s, &g, hh, qkv, hd);
         switch (s->attn) {
         case BA_ATTN_SOFTMAX:
             memcpy(ld, hd, sizeof(double) * btt);
@@ -272,20 +364,27 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
                 rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), B, T, hd,
                                         Jd, T, ld, err);
             else
-                rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd, Jd,
-                                           T, ld, err);
+                rc = exact_forward(s, hh, B, hd, Jd, ld, err);
             break;
         case BA_ATTN_COUPLING:
             /* With h = 0 the weights depend only on the number of visible keys,
              * not on the query's content: one system per row, shared by all b.
-             * Sampled, that is one set of shots per row for the whole batch. */
+             * Sampled, that is one set of shots per row for the whole batch.
+             * The log-n bias is a field of its own: -(1/2) log n, the same
+             * for every b too. */
             copy_couplings(s, hh, J, Jd);
-            if (sampled)
-                rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 1, T, NULL,
-                                        Jd, T, ld, err);
-            else
-                rc = ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL, Jd,
-                                           T, ld, err);
+            if (s->field_bias == BA_FIELD_BIAS_LOG_N)
+                for (int i = 0; i < T; i++)
+                    for (int j = 0; j <= i; j++)
+                        hd[(size_t)i * T + j] = -0.5 * log(i + 1.0);
+            {
+                const double *h0 = s->field_bias == BA_FIELD_BIAS_LOG_N ? hd : NULL;
+                if (sampled)
+                    rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 1, T,
+                                            h0, Jd, T, ld, err);
+                else
+                    rc = exact_forward(s, hh, 1, h0, Jd, ld, err);
+            }
             for (int b = 1; b < B && rc == BA_OK; b++)
                 memcpy(ld + (size_t)b * T * T, ld, sizeof(double) * T * T);
             break;
@@ -335,13 +434,16 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
                           const ba_real *att, const ba_real *pre, char *err)
 {
     dims g = get_dims(s);
-    int B = g.B, T = g.T, C = g.C, H = g.H, d = g.d, Tm = s->Tmax;
+    int B = g.B, T = g.T, C = g.C, H = g.H, d = g.d;
     size_t btt = (size_t)B * T * T;
+    /* (T,T) dense or (T,W) band couplings of one head, and their gradient */
+    size_t jsz = (size_t)T * (uses_band_layout(s) ? (size_t)band_width(s) : (size_t)T);
+    jsz = jsz ? jsz : 1;
     double *hd = calloc(btt, sizeof(double)); // (B,T,T) fields
     double *gd = calloc(btt, sizeof(double)); // (B,T,T) dL/dl or dL/dm
     double *dh = malloc(sizeof(double) * btt); // (B,T,T) dL/dh
-    double *Jd = malloc(sizeof(double) * (size_t)T * T);
-    double *dJd = malloc(sizeof(double) * (size_t)T * T);
+    double *Jd = malloc(sizeof(double) * jsz);
+    double *dJd = malloc(sizeof(double) * jsz);
     if (!hd || !gd || !dh || !Jd || !dJd) {
         free(hd), free(gd), free(dh), free(Jd), free(dJd);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate attention workspace (B=%d, T=%d)", B,
@@ -354,7 +456,7 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
         /* the fields enter the sigmoid derivative and the exact engine; the
          * sampled backward needs only the shots */
         if (s->attn == BA_ATTN_SIGMOID || (s->attn == BA_ATTN_BOLTZMANN && !sampled))
-            compute_fields(&g, hh, qkv, hd);
+            compute_fields(s, &g, hh, qkv, hd);
         /* Through y = a v and the row softmax: da_ij = dy_i . v_j,
          * dv_j += a_ij dy_i, dl_ij = a_ij (da_ij - sum_l a_il da_il). */
 #pragma omp parallel for schedule(static) if (1.0 * B * T * T * d > BA_PAR_MIN_WORK)
@@ -400,32 +502,36 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
             }
         if (is_ising(s->attn)) {
             copy_couplings(s, hh, J, Jd);
-            memset(dJd, 0, sizeof(double) * (size_t)T * T);
+            memset(dJd, 0, sizeof(double) * jsz);
             if (s->attn == BA_ATTN_BOLTZMANN) {
                 memset(dh, 0, sizeof(double) * btt);
                 if (sampled)
                     rc = ba_sampled_backward(s->sctx[hh], s->sampler, B, T, gd, dh, dJd, T, err);
                 else
-                    rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, T, hd,
-                                                Jd, T, gd, dh, dJd, err);
+                    rc = exact_backward(s, hh, B, hd, Jd, gd, dh, dJd, err);
             } else {
                 /* Covariances are linear in g and every batch element shares
-                 * the same system, so sum g over b and solve once. */
+                 * the same system, so sum g over b and solve once (with the
+                 * forward's fields: the log-n bias, or none). */
                 for (int b = 1; b < B; b++)
                     for (size_t q = 0; q < (size_t)T * T; q++)
                         gd[q] += gd[(size_t)b * T * T + q];
+                const double *h0 = NULL;
+                if (s->field_bias == BA_FIELD_BIAS_LOG_N) {
+                    for (int i = 0; i < T; i++)
+                        for (int j = 0; j <= i; j++)
+                            hd[(size_t)i * T + j] = -0.5 * log(i + 1.0);
+                    h0 = hd;
+                }
                 if (sampled)
                     rc = ba_sampled_backward(s->sctx[hh], s->sampler, 1, T, gd, NULL, dJd, T, err);
                 else
-                    rc = ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, 1, T, NULL,
-                                                Jd, T, gd, NULL, dJd, err);
+                    rc = exact_backward(s, hh, 1, h0, Jd, gd, NULL, dJd, err);
             }
             if (rc)
                 break;
             if (dJ)
-                for (int j = 0; j < T; j++)
-                    for (int k = j + 1; k < T; k++)
-                        dJ[((size_t)hh * Tm + j) * Tm + k] += (ba_real)dJd[(size_t)j * T + k];
+                scatter_coupling_grads(s, hh, dJd, dJ);
         }
         if (s->attn == BA_ATTN_COUPLING)
             continue; /* no fields, so no gradient into q and k */

@@ -250,12 +250,21 @@ void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
             p[m->poff[k] + i] = (ba_real)(std * ba_rng_normal(rng));
     }
     if (j_init_std > 0 && m->psize[BA_P_J]) {
-        size_t T = c->block_size;
+        size_t T = c->block_size, D = (size_t)ba_config_distances(c);
         ba_real *J = p + m->poff[BA_P_J];
-        for (size_t lh = 0; lh < (size_t)c->n_layer * c->n_head; lh++)
+        /* the parameters only: pairs within the band (all of them without
+         * one), or every relative distance */
+        size_t reach = c->band > 0 ? (size_t)c->band : T;
+        for (size_t lh = 0; lh < (size_t)c->n_layer * c->n_head; lh++) {
+            if (c->couplings == BA_COUPLINGS_RELATIVE) {
+                for (size_t d = 0; d < D; d++)
+                    J[lh * D + d] = (ba_real)(j_init_std * ba_rng_normal(rng));
+                continue;
+            }
             for (size_t j = 0; j < T; j++)
-                for (size_t k = j + 1; k < T; k++)
+                for (size_t k = j + 1; k < T && k - j <= reach; k++)
                     J[(lh * T + j) * T + k] = (ba_real)(j_init_std * ba_rng_normal(rng));
+        }
     }
 }
 
@@ -291,7 +300,14 @@ static int kind_shape(const ba_config *c, int k, int *shape)
     case BA_P_QKVW: shape[0] = 3 * C, shape[1] = C; return 2;
     case BA_P_QKVB: shape[0] = 3 * C; return 1;
     case BA_P_PROJW: shape[0] = C, shape[1] = C; return 2;
-    case BA_P_J: shape[0] = H, shape[1] = T, shape[2] = T; return 3;
+    case BA_P_J:
+        shape[0] = H;
+        if (c->couplings == BA_COUPLINGS_RELATIVE) {
+            shape[1] = ba_config_distances(c);
+            return 2;
+        }
+        shape[1] = T, shape[2] = T;
+        return 3;
     case BA_P_FCW: shape[0] = 4 * C, shape[1] = C; return 2;
     case BA_P_FCB: shape[0] = 4 * C; return 1;
     case BA_P_FCPW: shape[0] = C, shape[1] = 4 * C; return 2;
@@ -328,8 +344,12 @@ static int walk_tensors(const ba_model *m, int idx, ba_tensor_info *info)
     EMIT(BA_P_TOK, -1, "tok_emb");
     EMIT(BA_P_POS, -1, "pos_emb");
     for (int l = 0; l < c->n_layer; l++)
-        for (int t = 0; t < N_LAYER_TENSORS; t++)
-            EMIT(layer_tensors[t].kind, l, layer_tensors[t].name);
+        for (int t = 0; t < N_LAYER_TENSORS; t++) {
+            const char *nm = layer_tensors[t].name;
+            if (layer_tensors[t].kind == BA_P_J && c->couplings == BA_COUPLINGS_RELATIVE)
+                nm = "attn.J_rel";
+            EMIT(layer_tensors[t].kind, l, nm);
+        }
     EMIT(BA_P_LNFW, -1, "ln_f.weight");
     EMIT(BA_P_LNFB, -1, "ln_f.bias");
     EMIT(BA_P_HEADW, -1, "head.weight");
@@ -490,6 +510,24 @@ int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *e
     return BA_OK;
 }
 
+/* The attention layers' description of this model for a batch (B,T). */
+static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng)
+{
+    const ba_config *c = &m->cfg;
+    ba_attn_shape as;
+    memset(&as, 0, sizeof as);
+    as.attn = c->attn;
+    as.engine = ba_config_engine(c);
+    as.B = B, as.T = T, as.C = c->n_embd, as.H = c->n_head, as.Tmax = c->block_size;
+    as.sampler = &c->sampler;
+    as.srng = srng;
+    as.couplings = c->couplings;
+    as.band = c->band;
+    as.D = ba_config_distances(c);
+    as.field_bias = c->field_bias;
+    return as;
+}
+
 int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,
                      double *loss, char *err)
 {
@@ -512,10 +550,10 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
     const ba_real *tok = PAR(BA_P_TOK), *pos = PAR(BA_P_POS);
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < C; k++)
-            enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + pos[(i % T) * C + k];
+            enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + (c->pos_emb ? pos[(i % T) * C + k] : 0);
 
-    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL, &c->sampler, NULL,
-                        &m->srng};
+    ba_attn_shape as = attn_shape(m, B, T, &m->srng);
+    size_t JL = m->psize[BA_P_J] / (size_t)L; /* one layer's couplings */
     const ba_real *x = enc;
     for (int l = 0; l < L; l++) {
         as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
@@ -527,8 +565,7 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
                              PAR(BA_P_LN1W) + l * C, PAR(BA_P_LN1B) + l * C, (int)N, C);
         ba_linear_forward(qkv, ln1, PAR(BA_P_QKVW) + (size_t)l * 3 * C * C, PAR(BA_P_QKVB) + l * 3 * C,
                           (int)N, C, 3 * C);
-        const ba_real *J = m->psize[BA_P_J] ? PAR(BA_P_J) + (size_t)l * H * c->block_size * c->block_size
-                                         : NULL;
+        const ba_real *J = JL ? PAR(BA_P_J) + (size_t)l * JL : NULL;
         rc = ba_attention_forward(&as, atty, ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, qkv,
                                   J, err);
         if (rc == BA_ERR_NUMERIC) {
@@ -613,13 +650,15 @@ int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h,
     size_t N = (size_t)m->B * T;
     const ba_real *qkv = ACT(A_QKV) + (size_t)l * N * C * 3; // (B,T,3C) of layer l
     const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)head * d;
-    /* the same sum, in the same order, as the attention layer's fields */
+    /* the same sum, in the same order, as the attention layer's fields,
+     * with the same bias */
+    double bias = c->field_bias == BA_FIELD_BIAS_LOG_N ? 0.5 * log(i + 1.0) : 0.0;
     for (int j = 0; j <= i; j++) {
         const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)head * d;
         double acc = 0.0;
         for (int e = 0; e < d; e++)
             acc += (double)q[e] * k[e];
-        h[j] = acc * (1.0 / sqrt((double)d));
+        h[j] = acc * (1.0 / sqrt((double)d)) - bias;
     }
     return BA_OK;
 }
@@ -653,9 +692,8 @@ int ba_model_backward(ba_model *m, char *err)
     ba_layernorm_backward(dx, GRAD(BA_P_LNFW), GRAD(BA_P_LNFB), dln, xlast, PAR(BA_P_LNFW), ACT(A_LNFM),
                           ACT(A_LNFR), (int)N, C);
 
-    ba_attn_shape as = {c->attn, c->engine, B, T, C, H, c->block_size, NULL, &c->sampler, NULL,
-                        NULL};
-    size_t JL = (size_t)H * c->block_size * c->block_size;
+    ba_attn_shape as = attn_shape(m, B, T, NULL);
+    size_t JL = m->psize[BA_P_J] / (size_t)L; /* one layer's couplings */
     /* dx holds dL/d(residual stream) at the output of layer l on entry and at
      * its input on exit: each residual add passes it through unchanged and
      * the branch adds its own contribution. */
@@ -708,7 +746,8 @@ int ba_model_backward(ba_model *m, char *err)
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < C; k++) {
             dtok[(size_t)m->inputs[i] * C + k] += dx[i * C + k];
-            dpos[(i % T) * C + k] += dx[i * C + k];
+            if (c->pos_emb)
+                dpos[(i % T) * C + k] += dx[i * C + k];
         }
     return BA_OK;
 }

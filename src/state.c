@@ -376,6 +376,8 @@ int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rn
                        double *train_s, char *err)
 {
     int rc = state_tensors_into(st, m, err);
+    if (rc == BA_OK)
+        rc = ba_model_check_band(m, "state", err);
     char *end;
     const char *sv = ba_st_metadata(st, "step"), *rv = ba_st_metadata(st, "data_rng");
     const char *srv = ba_st_metadata(st, "sampler_rng");

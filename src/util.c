@@ -90,7 +90,9 @@ double ba_rng_normal(ba_rng *r)
 
 static const char *const attn_names[] = {"softmax", "sigmoid", "boltzmann", "coupling"};
 static const char *const task_names[] = {"charlm", "brackets"};
-static const char *const engine_names[] = {"reference", "fast"};
+static const char *const engine_names[] = {"reference", "fast", "band", "auto"};
+static const char *const couplings_names[] = {"absolute", "relative"};
+static const char *const field_bias_names[] = {"none", "log-n"};
 static const char *const head_names[] = {"token", "pointer"};
 
 static int parse_name(const char *s, const char *const *names, int n, int *out,
@@ -112,7 +114,30 @@ static int parse_name(const char *s, const char *const *names, int n, int *out,
 
 const char *ba_attn_name(ba_attn a) { return (unsigned)a < 4 ? attn_names[a] : "?"; }
 const char *ba_task_name(ba_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
-const char *ba_engine_name(ba_engine e) { return (unsigned)e < 2 ? engine_names[e] : "?"; }
+const char *ba_engine_name(ba_engine e) { return (unsigned)e < 4 ? engine_names[e] : "?"; }
+const char *ba_couplings_name(ba_couplings c) { return (unsigned)c < 2 ? couplings_names[c] : "?"; }
+const char *ba_field_bias_name(ba_field_bias b)
+{
+    return (unsigned)b < 2 ? field_bias_names[b] : "?";
+}
+
+int ba_couplings_parse(const char *s, ba_couplings *out, char *err)
+{
+    int v = 0;
+    int rc = parse_name(s, couplings_names, 2, &v, "couplings", err);
+    if (rc == BA_OK)
+        *out = (ba_couplings)v;
+    return rc;
+}
+
+int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err)
+{
+    int v = 0;
+    int rc = parse_name(s, field_bias_names, 2, &v, "field bias", err);
+    if (rc == BA_OK)
+        *out = (ba_field_bias)v;
+    return rc;
+}
 const char *ba_head_name(ba_head h) { return (unsigned)h < 2 ? head_names[h] : "?"; }
 
 int ba_head_parse(const char *s, ba_head *out, char *err)
@@ -145,7 +170,7 @@ int ba_task_parse(const char *s, ba_task *out, char *err)
 int ba_engine_parse(const char *s, ba_engine *out, char *err)
 {
     int v = 0;
-    int rc = parse_name(s, engine_names, 2, &v, "engine", err);
+    int rc = parse_name(s, engine_names, 4, &v, "engine", err);
     if (rc == BA_OK)
         *out = (ba_engine)v;
     return rc;
@@ -156,6 +181,8 @@ int ba_engine_max_spins(ba_engine e)
     switch (e) {
     case BA_ENGINE_REFERENCE: return BA_REFERENCE_MAX_SPINS;
     case BA_ENGINE_FAST: return BA_FAST_MAX_SPINS;
+    case BA_ENGINE_BAND: return BA_MAX_BAND + 1;
+    case BA_ENGINE_AUTO: return BA_FAST_MAX_SPINS;
     }
     return 0;
 }

@@ -25,8 +25,10 @@ expect 2 "needs a value" -- "$BIN" train --T
 expect 2 "--seed: '-1' is not a non-negative integer" -- "$BIN" train --seed -1
 expect 2 "not divisible by n_head" -- "$BIN" train --embd 10 --heads 3
 expect 2 "accepts T <= 20" -- "$BIN" train --task brackets --attn boltzmann --engine reference --T 21
-expect 2 "accepts T <= 26" -- "$BIN" train --task brackets --attn boltzmann --T 27
-expect 2 "16384 MiB" -- "$BIN" train --task brackets --attn coupling --T 30
+expect 2 "go to T = 26" -- "$BIN" train --task brackets --attn boltzmann --T 27
+expect 2 "--band W (e.g. --band 8" -- "$BIN" train --task brackets --attn boltzmann --T 27
+expect 2 "accepts T <= 26" -- "$BIN" train --task brackets --attn boltzmann --engine fast --T 27
+expect 2 "16384 MiB" -- "$BIN" train --task brackets --attn coupling --engine fast --T 30
 expect 2 "unknown engine 'quantum'" -- "$BIN" train --engine quantum
 expect 2 "cannot read data file $TMP/nope.txt" -- "$BIN" train --task charlm --data "$TMP/nope.txt" --out "$TMP/x"
 expect 2 "option '--ckpt' is required" -- "$BIN" eval

@@ -190,25 +190,40 @@ static double att_loss(void *p)
     return dotp(c->out, c->wts, (size_t)c->s.B * c->s.T * c->s.C);
 }
 
-static void check_attention(ba_attn attn, int T, int Tmax)
+/* One attention variant: the engine and the couplings' form. */
+typedef struct {
+    ba_attn attn;
+    ba_engine engine;
+    ba_couplings couplings;
+    int band, D;
+    ba_field_bias bias;
+} att_variant;
+
+static void check_attention_v(const att_variant *v, int T, int Tmax)
 {
     ba_rng r;
-    ba_rng_seed(&r, 10 + attn);
-    int B = 2, C = 6, H = 2;
-    size_t nqkv = (size_t)B * T * 3 * C, nJ = (size_t)H * Tmax * Tmax, natt = (size_t)B * H * T * T;
+    ba_rng_seed(&r, 10 + v->attn + 7 * v->band + 3 * v->couplings);
+    int B = 2, C = 6, H = 2, rel = v->couplings == BA_COUPLINGS_RELATIVE;
+    size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * H * T * T;
+    size_t nJ = rel ? (size_t)H * v->D : (size_t)H * Tmax * Tmax;
     size_t nout = (size_t)B * T * C;
     double *qkv = malloc(sizeof(double) * nqkv), *J = calloc(nJ, sizeof(double));
     double *out = malloc(sizeof(double) * nout), *wts = malloc(sizeof(double) * nout);
     double *att = malloc(sizeof(double) * natt), *pre = malloc(sizeof(double) * natt);
     double *dqkv = calloc(nqkv, sizeof(double)), *dJ = calloc(nJ, sizeof(double));
-    double *nq = malloc(sizeof(double) * nqkv), *nJg = malloc(sizeof(double) * nJ);
+    double *nq = malloc(sizeof(double) * nqkv), *nJg = calloc(nJ, sizeof(double));
     fill_normal(&r, qkv, nqkv, 1.0);
-    for (int h = 0; h < H; h++)
-        for (int j = 0; j < Tmax; j++)
-            for (int k = j + 1; k < Tmax; k++)
-                J[((size_t)h * Tmax + j) * Tmax + k] = 0.7 * ba_rng_normal(&r);
+    if (rel)
+        fill_normal(&r, J, nJ, 0.7);
+    else /* every upper entry, in the band or not: beyond it must be ignored */
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j < Tmax; j++)
+                for (int k = j + 1; k < Tmax; k++)
+                    J[((size_t)h * Tmax + j) * Tmax + k] = 0.7 * ba_rng_normal(&r);
     fill_normal(&r, wts, nout, 1.0);
-    att_ctx c = {{attn, BA_ENGINE_REFERENCE, B, T, C, H, Tmax, NULL, NULL, NULL, NULL}, qkv, J, out, att, pre, wts};
+    att_ctx c = {{v->attn, v->engine, B, T, C, H, Tmax, NULL, NULL, NULL, NULL, v->couplings,
+                  v->band, v->D, v->bias},
+                 qkv, J, out, att, pre, wts};
     att_loss(&c);
     /* rows of a sum to 1 and nothing leaks above the diagonal */
     for (size_t row = 0; row < (size_t)B * H * T; row++) {
@@ -224,10 +239,12 @@ static void check_attention(ba_attn attn, int T, int Tmax)
     char err[BA_ERR_LEN];
     assert_int_equal(ba_attention_backward(&c.s, dqkv, dJ, wts, qkv, J, att, pre, err), BA_OK);
     numeric_grad(att_loss, &c, qkv, nqkv, nq);
-    char what[64];
-    snprintf(what, sizeof what, "%s attention dqkv (T=%d)", ba_attn_name(attn), T);
+    char what[96];
+    snprintf(what, sizeof what, "%s attention dqkv (T=%d, %s, band %d, %s)",
+             ba_attn_name(v->attn), T, ba_couplings_name(v->couplings), v->band,
+             ba_field_bias_name(v->bias));
     expect_close(what, dqkv, nq, nqkv);
-    if (attn == BA_ATTN_COUPLING) {
+    if (v->attn == BA_ATTN_COUPLING && v->bias == BA_FIELD_BIAS_NONE) {
         /* At h = 0 the Ising distribution is symmetric under flipping every
          * spin, so every marginal is exactly 1/2 whatever J is: the weights
          * are uniform over the visible keys and J gets no gradient (a finite
@@ -239,19 +256,32 @@ static void check_attention(ba_attn attn, int T, int Tmax)
         }
         for (size_t i = 0; i < nJ; i++)
             assert_true(fabs(dJ[i]) < 1e-12);
-    }
-    if (attn == BA_ATTN_BOLTZMANN) {
+    } else if (v->attn != BA_ATTN_SOFTMAX && v->attn != BA_ATTN_SIGMOID) {
         numeric_grad(att_loss, &c, J, nJ, nJg);
-        /* only j < k < T are used; the rest must have zero gradient */
-        snprintf(what, sizeof what, "%s attention dJ (T=%d)", ba_attn_name(attn), T);
+        /* entries that are not parameters (j >= k, k >= T, beyond the band)
+         * must have zero gradient, which the finite differences show too */
+        snprintf(what, sizeof what, "%s attention dJ (T=%d, %s, band %d, %s)",
+                 ba_attn_name(v->attn), T, ba_couplings_name(v->couplings), v->band,
+                 ba_field_bias_name(v->bias));
         expect_close(what, dJ, nJg, nJ);
         double used = 0.0;
         for (size_t i = 0; i < nJ; i++)
             used += fabs(dJ[i]);
         assert_true(used > 1e-6); /* the check above is not vacuous */
+        if (!rel && v->band > 0)
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < Tmax; j++)
+                    for (int k = j + v->band + 1; k < Tmax; k++)
+                        assert_true(dJ[((size_t)h * Tmax + j) * Tmax + k] == 0.0);
     }
     free(qkv), free(J), free(out), free(wts), free(att), free(pre), free(dqkv), free(dJ);
     free(nq), free(nJg);
+}
+
+static void check_attention(ba_attn attn, int T, int Tmax)
+{
+    att_variant v = {attn, BA_ENGINE_REFERENCE, BA_COUPLINGS_ABSOLUTE, 0, 0, BA_FIELD_BIAS_NONE};
+    check_attention_v(&v, T, Tmax);
 }
 
 static void test_attention_softmax(void **s) { (void)s; check_attention(BA_ATTN_SOFTMAX, 6, 6); }
@@ -263,6 +293,28 @@ static void test_attention_boltzmann(void **s)
     check_attention(BA_ATTN_BOLTZMANN, 5, 8); /* shorter than the block */
 }
 static void test_attention_coupling(void **s) { (void)s; check_attention(BA_ATTN_COUPLING, 6, 7); }
+
+/* The long-context forms (spec section 8): a band on absolute couplings,
+ * relative couplings (with and without a band), the log-n field bias, on
+ * the reference, fast and band engines. Finite differences of the whole
+ * layer check the scatter of the engine's dJ into the parameters (a
+ * relative distance sums its pairs; nothing beyond the band moves). */
+static void test_attention_long_forms(void **s)
+{
+    (void)s;
+    const ba_engine R = BA_ENGINE_REFERENCE, F = BA_ENGINE_FAST, BD = BA_ENGINE_BAND;
+    const ba_couplings A = BA_COUPLINGS_ABSOLUTE, RL = BA_COUPLINGS_RELATIVE;
+    const ba_field_bias N0 = BA_FIELD_BIAS_NONE, LN = BA_FIELD_BIAS_LOG_N;
+    const att_variant vs[] = {
+        {BA_ATTN_BOLTZMANN, R, A, 2, 0, N0},  {BA_ATTN_BOLTZMANN, BD, A, 2, 0, N0},
+        {BA_ATTN_BOLTZMANN, F, A, 3, 0, N0},  {BA_ATTN_BOLTZMANN, R, RL, 0, 6, N0},
+        {BA_ATTN_BOLTZMANN, BD, RL, 3, 3, N0}, {BA_ATTN_BOLTZMANN, BD, A, 0, 0, N0},
+        {BA_ATTN_BOLTZMANN, BD, RL, 2, 2, LN}, {BA_ATTN_SIGMOID, R, A, 0, 0, LN},
+        {BA_ATTN_COUPLING, BD, RL, 2, 2, LN},  {BA_ATTN_COUPLING, R, A, 3, 0, LN},
+    };
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+        check_attention_v(&vs[i], 7, vs[i].couplings == RL ? 7 : 8);
+}
 
 /* ------------------------------------------------------ cross-entropy */
 
@@ -352,10 +404,13 @@ static void randomise(ba_model *m, ba_rng *r)
     }
 }
 
-static void check_model(ba_task task, ba_attn attn, int ffn)
+static void check_model_cfg(ba_task task, ba_attn attn, int ffn, const ba_config *form)
 {
     int T = 6, B = 2;
     ba_config cfg = ba_config_default(attn, T);
+    if (form) /* the long-context fields */
+        cfg.couplings = form->couplings, cfg.band = form->band, cfg.engine = form->engine,
+        cfg.field_bias = form->field_bias, cfg.pos_emb = form->pos_emb;
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 8, cfg.ffn = ffn;
     if (task == BA_TASK_CHARLM)
         cfg.vocab_size = 5, cfg.out_size = 5;
@@ -401,6 +456,30 @@ static void check_model(ba_task task, ba_attn attn, int ffn)
     }
     free(analytic), free(numeric);
     ba_model_free(m);
+}
+
+static void check_model(ba_task task, ba_attn attn, int ffn)
+{
+    check_model_cfg(task, attn, ffn, NULL);
+}
+
+/* Relative and banded couplings, the band engine, the log-n bias and no
+ * position embeddings, through the whole model. */
+static void test_model_long_forms(void **state)
+{
+    (void)state;
+    ba_config f = ba_config_default(BA_ATTN_BOLTZMANN, 6);
+    f.couplings = BA_COUPLINGS_RELATIVE, f.band = 2, f.pos_emb = 0;
+    f.field_bias = BA_FIELD_BIAS_LOG_N; /* auto: the band engine */
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 1, &f);
+    f.couplings = BA_COUPLINGS_ABSOLUTE, f.band = 3, f.pos_emb = 1;
+    f.field_bias = BA_FIELD_BIAS_NONE;
+    check_model_cfg(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 0, &f);
+    f.couplings = BA_COUPLINGS_RELATIVE, f.band = 0, f.engine = BA_ENGINE_FAST;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 0, &f);
+    f.engine = BA_ENGINE_AUTO, f.band = 0, f.couplings = BA_COUPLINGS_ABSOLUTE;
+    f.field_bias = BA_FIELD_BIAS_LOG_N;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_SIGMOID, 1, &f);
 }
 
 static void test_model_all_variants(void **state)
@@ -473,8 +552,10 @@ int main(void)
         cmocka_unit_test(test_attention_sigmoid),
         cmocka_unit_test(test_attention_boltzmann),
         cmocka_unit_test(test_attention_coupling),
+        cmocka_unit_test(test_attention_long_forms),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_model_all_variants),
+        cmocka_unit_test(test_model_long_forms),
         cmocka_unit_test(test_sigmoid_is_boltzmann_at_zero_J),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

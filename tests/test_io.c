@@ -573,6 +573,10 @@ static void assert_config_equal(const ba_config *a, const ba_config *b)
     assert_int_equal(a->head, b->head);
     assert_int_equal(a->out_size, b->out_size);
     assert_int_equal(a->ffn, b->ffn);
+    assert_int_equal(a->pos_emb, b->pos_emb);
+    assert_int_equal(a->couplings, b->couplings);
+    assert_int_equal(a->band, b->band);
+    assert_int_equal(a->field_bias, b->field_bias);
     assert_sampler_equal(&a->sampler, &b->sampler);
 }
 
@@ -633,10 +637,28 @@ static void test_config_roundtrip(void **state)
     assert_non_null(strstr(j, "\"ffn\":false"));
     assert_non_null(strstr(j, "\"attn\":\"boltzmann\""));
     assert_non_null(strstr(j, "\"head\":\"token\""));
+    assert_non_null(strstr(j, "\"couplings\":\"absolute\""));
+    assert_non_null(strstr(j, "\"band\":0"));
+    assert_non_null(strstr(j, "\"field_bias\":\"none\""));
     memset(&r, 0x5a, sizeof r);
     assert_int_equal(from_json(j, &r, err), BA_OK);
     assert_full_equal(&c, &r);
     free(j);
+    /* the long-context fields */
+    c.c.couplings = BA_COUPLINGS_RELATIVE, c.c.band = 4, c.c.pos_emb = 0;
+    c.c.field_bias = BA_FIELD_BIAS_LOG_N, c.c.engine = BA_ENGINE_BAND;
+    j = to_json(&c);
+    assert_non_null(j);
+    assert_non_null(strstr(j, "\"couplings\":\"relative\""));
+    assert_non_null(strstr(j, "\"band\":4"));
+    assert_non_null(strstr(j, "\"field_bias\":\"log-n\""));
+    assert_non_null(strstr(j, "\"pos_emb\":false"));
+    assert_non_null(strstr(j, "\"engine\":\"band\""));
+    memset(&r, 0x5a, sizeof r);
+    assert_int_equal(from_json(j, &r, err), BA_OK);
+    assert_full_equal(&c, &r);
+    free(j);
+    c = charlm_config();
 
     full_config b;
     b.c = ba_config_default(BA_ATTN_SIGMOID, 40);
@@ -673,7 +695,13 @@ static void test_config_roundtrip(void **state)
         "\"n_embd\":16,\"block_size\":8,\"vocab_size\":2,\"out_size\":8,\"ffn\":true,"
         "\"comment\":[1,2,{}]}";
     assert_int_equal(from_json(minimal, &r, err), BA_OK);
-    assert_int_equal(r.c.engine, BA_ENGINE_FAST);
+    assert_int_equal(r.c.engine, BA_ENGINE_AUTO);
+    /* written before long contexts: absolute couplings, no band, no bias,
+     * learned positions */
+    assert_int_equal(r.c.couplings, BA_COUPLINGS_ABSOLUTE);
+    assert_int_equal(r.c.band, 0);
+    assert_int_equal(r.c.field_bias, BA_FIELD_BIAS_NONE);
+    assert_int_equal(r.c.pos_emb, 1);
     assert_int_equal(r.d.kinds, 1);
     assert_int_equal(r.d.n_heldout, 2000);
     assert_true(r.d.data_seed == 1234);
@@ -786,6 +814,22 @@ static void test_config_errors(void **state)
     expect_config("vocab_size", "300", BA_ERR_ARG, "out_size = 7 must equal vocab_size = 300");
     expect_config("vocab_size", "70000", BA_ERR_ARG, "vocab_size = 70000");
     expect_config("attn", "\"boltzmann\"", BA_OK, "");
+    /* the long-context fields: optional, typed, and checked against attn */
+    assert_int_equal(config_with("couplings", NULL, err, &r), BA_OK);
+    assert_int_equal(config_with("band", NULL, err, &r), BA_OK);
+    assert_int_equal(config_with("field_bias", NULL, err, &r), BA_OK);
+    assert_int_equal(config_with("pos_emb", NULL, err, &r), BA_OK);
+    assert_int_equal(r.c.pos_emb, 1);
+    expect_config("couplings", "\"toeplitz\"", BA_ERR_FORMAT, "unknown couplings 'toeplitz'");
+    expect_config("field_bias", "\"log\"", BA_ERR_FORMAT, "unknown field bias 'log'");
+    expect_config("band", "\"8\"", BA_ERR_FORMAT, "'band' is a string, expected an integer");
+    expect_config("pos_emb", "0", BA_ERR_FORMAT, "'pos_emb' is a number, expected true or false");
+    expect_config("band", "-1", BA_ERR_ARG, "band W = -1 must not be negative");
+    /* the base config is softmax: no couplings to band or make relative */
+    expect_config("band", "4", BA_ERR_ARG, "softmax attention has none");
+    expect_config("couplings", "\"relative\"", BA_ERR_ARG, "softmax attention has none");
+    expect_config("field_bias", "\"log-n\"", BA_ERR_ARG, "does nothing to softmax");
+    expect_config("engine", "\"band\"", BA_OK, "");
     full_config c = charlm_config(); /* boltzmann, T = 12 */
     c.c.block_size = 64;
     char *j = to_json(&c);

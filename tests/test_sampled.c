@@ -525,7 +525,12 @@ static void test_config(void **state)
     c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
     c.block_size = c.out_size = 27;
     assert_int_equal(ba_config_validate(&c, err), BA_ERR_LIMIT);
+    assert_non_null(strstr(err, "go to T = 26")); /* auto: names the band */
+    assert_non_null(strstr(err, "--band W"));
+    c.engine = BA_ENGINE_FAST;
+    assert_int_equal(ba_config_validate(&c, err), BA_ERR_LIMIT);
     assert_non_null(strstr(err, "accepts T <= 26"));
+    c.engine = BA_ENGINE_AUTO;
 
     /* set_sampler: validated, the model unchanged on failure */
     c.sampler = ba_sampler_default(BA_SAMPLER_GIBBS);

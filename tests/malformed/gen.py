@@ -366,6 +366,47 @@ put("batch_truncated.safetensors", files["batch_ok.safetensors"][:-5])
 put("batch_target_row1_pos2.safetensors", batch(targets=[-1, -1, 1, 0, -1, 0, 7, 2]))
 put("batch_targets_all_none.safetensors", batch(targets=[-1] * 8))
 
+# ---------------------------------------- couplings: form and band
+def ising_tensors(j_name, j_shape, j_vals):
+    """The brackets base as a boltzmann model: its tensors with the layer's
+    couplings after attn.proj.bias (the model's order)."""
+    ts = [list(t) for t in base_t]
+    at = [t[0] for t in ts].index("blocks.0.attn.proj.bias") + 1
+    ts.insert(at, [j_name, "F32", j_shape, f32(j_vals)])
+    return ts
+
+
+def ising_cfg(**kw):
+    c = dict(BR_CFG, attn="boltzmann")
+    c.update(kw)
+    return c
+
+
+J_ABS = [0.0] * (T * T)
+J_ABS[0 * T + 1] = 0.25  # J_01: distance 1
+put("ckpt_ok_relative.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J_rel", [1, 2], [0.5, -0.25]),
+            cfg=ising_cfg(couplings="relative", band=2)))
+put("ckpt_couplings_rel_over_abs.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J", [1, T, T], J_ABS),
+            cfg=ising_cfg(couplings="relative", band=2)))
+put("ckpt_couplings_abs_over_rel.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J_rel", [1, 2], [0.5, -0.25]),
+            cfg=ising_cfg(couplings="absolute", band=2)))
+J_FAR = list(J_ABS)
+J_FAR[0 * T + 3] = 0.5  # J_03: distance 3, beyond a band of 2
+put("ckpt_band_nonzero_beyond.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J", [1, T, T], J_FAR), cfg=ising_cfg(band=2)))
+put("ckpt_band_too_wide.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J", [1, T, T], J_ABS), cfg=ising_cfg(band=T)))
+put("ckpt_band_softmax.safetensors", variant(cfg=dict(BR_CFG, band=2)))
+put("ckpt_couplings_unknown.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J", [1, T, T], J_ABS),
+            cfg=ising_cfg(couplings="diagonal")))
+put("ckpt_relative_shape.safetensors",
+    variant(tensors=ising_tensors("blocks.0.attn.J_rel", [1, 3], [0.5, -0.25, 0.1]),
+            cfg=ising_cfg(couplings="relative", band=2)))
+
 # ------------------------------------------------------------ text data
 GOOD = "abc ab\nca bc\n" * 8  # 104 bytes of the charlm base's vocabulary
 put("text_ok.txt", GOOD)

@@ -1,0 +1,168 @@
+/* Arms: what a grid compares. An arm is an attention variant with its form
+ * (couplings absolute or relative, a band, a field bias, position
+ * embeddings) and its sampler. This file names them: the specs of the
+ * command line (ablate --arm), the labels of tables and plots, and the
+ * part of a cell's directory name. A plain arm (the paper's form) is named
+ * by its variant alone, as every arm was before forms existed, so grids
+ * made then keep their labels and their cells' names. */
+#include "lab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+lab_form lab_form_plain(void)
+{
+    lab_form f;
+    memset(&f, 0, sizeof f);
+    f.couplings = BA_COUPLINGS_ABSOLUTE;
+    f.band = 0;
+    f.field_bias = BA_FIELD_BIAS_NONE;
+    f.pos_emb = 1;
+    return f;
+}
+
+int lab_form_same(const lab_form *a, const lab_form *b)
+{
+    return a->couplings == b->couplings && a->band == b->band &&
+           a->field_bias == b->field_bias && !a->pos_emb == !b->pos_emb;
+}
+
+int lab_form_is_plain(const lab_form *f)
+{
+    lab_form p = lab_form_plain();
+    return lab_form_same(f, &p);
+}
+
+lab_form lab_form_of(const ba_config *cfg)
+{
+    lab_form f;
+    memset(&f, 0, sizeof f);
+    f.couplings = cfg->couplings;
+    f.band = cfg->band;
+    f.field_bias = cfg->field_bias;
+    f.pos_emb = cfg->pos_emb != 0;
+    return f;
+}
+
+void lab_form_label(ba_attn attn, const lab_form *f, char *buf, size_t n)
+{
+    char band[24] = "";
+    if (f->band > 0)
+        snprintf(band, sizeof band, "-W%d", f->band);
+    const char *pos = "";
+    if (!f->pos_emb != !lab_form_default_pos(f->couplings))
+        pos = f->pos_emb ? "-pos" : "-nopos";
+    snprintf(buf, n, "%s%s%s%s%s", ba_attn_name(attn),
+             f->couplings == BA_COUPLINGS_RELATIVE ? "-rel" : "", band,
+             f->field_bias == BA_FIELD_BIAS_LOG_N ? "-logn" : "", pos);
+}
+
+lab_arm lab_arm_plain(ba_attn attn)
+{
+    lab_arm a;
+    memset(&a, 0, sizeof a);
+    a.attn = attn;
+    a.form = lab_form_plain();
+    a.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
+    return a;
+}
+
+void lab_arm_variant(const lab_arm *a, char *buf, size_t n)
+{
+    lab_form_label(a->attn, &a->form, buf, n);
+}
+
+void lab_arm_label(const lab_arm *a, char *buf, size_t n)
+{
+    char v[96], d[96];
+    lab_arm_variant(a, v, sizeof v);
+    sampler_desc(&a->sampler, d, sizeof d);
+    if (lab_arm_sampled(a))
+        snprintf(buf, n, "%s (%s)", v, d);
+    else
+        snprintf(buf, n, "%s", v);
+}
+
+/* band<W>: W in 1..BA_MAX_BAND written in plain decimal. 0, or -1. */
+static int parse_band(const char *s, int *w)
+{
+    if (strncmp(s, "band", 4) != 0)
+        return -1;
+    s += 4;
+    if (!*s || strspn(s, "0123456789") != strlen(s) || *s == '0' || strlen(s) > 4)
+        return -1;
+    *w = atoi(s);
+    return *w >= 1 && *w <= BA_MAX_BAND ? 0 : -1;
+}
+
+/* The parts of a spec, as bits of what has been given. */
+enum { COUPLINGS = 1, BAND = 2, BIAS = 4, POS = 8 };
+
+/* One PART of a spec into *a; seen marks the parts given so far (a part
+ * twice, or relative with absolute, is a contradiction, not a choice). */
+static int parse_part(const char *spec, const char *p, lab_arm *a, unsigned *seen, char *err)
+{
+    unsigned kind;
+    if (strcmp(p, "relative") == 0 || strcmp(p, "absolute") == 0) {
+        kind = COUPLINGS;
+        a->form.couplings = p[0] == 'r' ? BA_COUPLINGS_RELATIVE : BA_COUPLINGS_ABSOLUTE;
+    } else if (strncmp(p, "band", 4) == 0) {
+        kind = BAND;
+        if (parse_band(p, &a->form.band))
+            return ba_fail(err, BA_ERR_ARG,
+                           "'%s': '%s' is not a band: band<W> with W in 1..%d, e.g. band8", spec,
+                           p, BA_MAX_BAND);
+    } else if (strcmp(p, "log-n") == 0) {
+        kind = BIAS;
+        a->form.field_bias = BA_FIELD_BIAS_LOG_N;
+    } else if (strcmp(p, "pos-emb=learned") == 0 || strcmp(p, "pos-emb=none") == 0) {
+        kind = POS;
+        a->form.pos_emb = strcmp(p, "pos-emb=learned") == 0;
+    } else {
+        return ba_fail(err, BA_ERR_ARG,
+                       "'%s': unknown part '%s' (expected relative, absolute, band<W>, log-n, "
+                       "pos-emb=learned or pos-emb=none)",
+                       spec, p);
+    }
+    if (*seen & kind)
+        return ba_fail(err, BA_ERR_ARG, "'%s': %s given twice", spec,
+                       kind == COUPLINGS ? "the couplings' form"
+                       : kind == BAND    ? "the band"
+                       : kind == BIAS    ? "the field bias"
+                                         : "pos-emb");
+    *seen |= kind;
+    return BA_OK;
+}
+
+int lab_arm_parse(const char *spec, lab_arm *out, char *err)
+{
+    char buf[128], why[BA_ERR_LEN];
+    if (!*spec)
+        return ba_fail(err, BA_ERR_ARG, "an arm spec is empty");
+    if (strlen(spec) >= sizeof buf)
+        return ba_fail(err, BA_ERR_ARG, "'%.40s...': arm spec too long", spec);
+    strcpy(buf, spec);
+    char *plus = strchr(buf, '+');
+    if (plus)
+        *plus = '\0';
+    ba_attn attn;
+    if (ba_attn_parse(buf, &attn, why))
+        return ba_fail(err, BA_ERR_ARG, "'%s': %s", spec, why);
+    lab_arm a = lab_arm_plain(attn);
+    unsigned seen = 0;
+    for (char *p = plus ? plus + 1 : NULL; p;) {
+        char *next = strchr(p, '+');
+        if (next)
+            *next = '\0';
+        if (!*p)
+            return ba_fail(err, BA_ERR_ARG, "'%s' has an empty part", spec);
+        int rc = parse_part(spec, p, &a, &seen, err);
+        if (rc)
+            return rc;
+        p = next ? next + 1 : NULL;
+    }
+    if (!(seen & POS)) /* train's rule */
+        a.form.pos_emb = lab_form_default_pos(a.form.couplings);
+    *out = a;
+    return BA_OK;
+}

@@ -1,0 +1,570 @@
+/* The long-context section of the report (report --preset long; with
+ * --section-only the section alone, which make results-doc appends to
+ * docs/results.md): per T the arms against softmax with intervals and
+ * verdicts, the learning curves, J by distance of the Ising arms, and the
+ * length extrapolation of GRID/extrapolation.json. Every number comes from
+ * the run records (through the cells, as summary.md), the couplings
+ * analyses (couplings.json) and the extrapolation files, all JSON; what
+ * is missing is said, never filled in. */
+#include "report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The grids `lab/reproduce.sh long` makes (its --out names), in the order
+ * it runs them. Each grid under OUT gets its part from its records; these
+ * names only let the section say which of the preset's grids were never
+ * started. */
+static const char *const long_grids[] = {"charlm-T64", "charlm-T256", "charlm-T1024"};
+
+static int ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
+
+static int finished(const lab_cells *cs)
+{
+    int n = 0;
+    for (int i = 0; i < cs->n; i++)
+        n += cs->cells[i].run != NULL;
+    return n;
+}
+
+/* "m [lo, hi]" of the values x (their mean and its 95 % interval), "m (one
+ * run)" or "missing". */
+static void mean_ci(const double *x, int n, const char *fmt, char *buf, size_t cap)
+{
+    ba_summary s = ba_summarize(x, n);
+    char m[24], lo[24], hi[24]; /* perplexities: a few digits */
+    snprintf(m, sizeof m, fmt, s.mean);
+    if (n == 0) {
+        snprintf(buf, cap, "missing");
+    } else if (n == 1) {
+        snprintf(buf, cap, "%.23s (one run)", m);
+    } else {
+        snprintf(lo, sizeof lo, fmt, s.mean - s.ci95);
+        snprintf(hi, sizeof hi, fmt, s.mean + s.ci95);
+        snprintf(buf, cap, "%.23s [%.23s, %.23s]", m, lo, hi);
+    }
+}
+
+/* A paired change in % (digits decimals) with its interval and the
+ * verdict it supports: better (negative, the interval below 0), worse,
+ * unresolved. */
+static void change_verdict(const double *e, int n, int digits, const char *better,
+                           const char *worse, char *eff, size_t ecap, const char **verdict)
+{
+    ba_summary s = ba_summarize(e, n);
+    if (n == 0) {
+        snprintf(eff, ecap, "missing");
+        *verdict = "not measured";
+    } else if (n == 1) {
+        snprintf(eff, ecap, "%+.*f %% (one pair)", digits, s.mean);
+        *verdict = "too few seeds";
+    } else {
+        snprintf(eff, ecap, "%+.*f %% [%+.*f, %+.*f]", digits, s.mean, digits, s.mean - s.ci95,
+                 digits, s.mean + s.ci95);
+        *verdict = s.mean + s.ci95 < 0   ? better
+                   : s.mean - s.ci95 > 0 ? worse
+                                         : "no resolved difference";
+    }
+}
+
+/* ------------------------------------------------------ one T of a grid */
+
+/* The softmax arm of the grid (the reference of every effect), or -1. */
+static int softmax_arm(const lab_grid *g)
+{
+    int sm = -1;
+    for (int a = 0; a < g->narms; a++)
+        if (g->arms[a].attn == BA_ATTN_SOFTMAX)
+            sm = a;
+    return sm;
+}
+
+/* One arm's row at (T, C, FFN): perplexity over seeds, the paired effect
+ * against softmax and its verdict, the seeds without a run. */
+static void arm_row(const rep_grid *x, int a, int T, int C, int ffn, double *v, double *e,
+                    FILE *f)
+{
+    const lab_grid *g = &x->g;
+    int sm = softmax_arm(g), n = 0, np = 0;
+    char missing[256] = "", label[160], ppl[96], eff[96], runs[320];
+    for (int si = 0; si < g->nseeds; si++) {
+        uint64_t seed = g->seed0 + (uint64_t)si;
+        const lab_cell *cx = lab_cells_find(&x->cs, a, T, C, ffn, seed);
+        const lab_cell *cs = sm >= 0 ? lab_cells_find(&x->cs, sm, T, C, ffn, seed) : NULL;
+        if (cx && cx->run) {
+            v[n++] = cx->run->value;
+            if (cs && cs->run && a != sm)
+                e[np++] = lab_effect(g->task, cx->run->value, cs->run->value);
+        } else {
+            size_t l = strlen(missing);
+            snprintf(missing + l, sizeof missing - l, "%s%" PRIu64, l ? ", " : "", seed);
+        }
+    }
+    const char *verdict = "";
+    mean_ci(v, n, "%.3f", ppl, sizeof ppl);
+    if (a == sm)
+        snprintf(eff, sizeof eff, "(reference)");
+    else
+        change_verdict(e, np, 2, "better than softmax", "worse than softmax", eff, sizeof eff,
+                       &verdict);
+    if (missing[0])
+        snprintf(runs, sizeof runs, "%d of %d (missing seeds %s)", n, g->nseeds, missing);
+    else
+        snprintf(runs, sizeof runs, "%d", n);
+    lab_arm_label(&g->arms[a], label, sizeof label);
+    fprintf(f, "| %s | %s | %s | %s | %s |\n", label, runs, ppl, eff, verdict);
+}
+
+/* The table of every arm at (T, C, FFN). */
+static int arms_table(const rep_grid *x, int T, int C, int ffn, FILE *f)
+{
+    const lab_grid *g = &x->g;
+    double *v = malloc(sizeof(double) * (size_t)g->nseeds * 2 + 1);
+    if (!v)
+        return 1;
+    if (g->nC > 1 || g->nffn > 1)
+        fprintf(f, "C = %d, %s FFN:\n\n", C, ffn ? "with" : "without");
+    fprintf(f, "| variant | runs | perplexity [95 %% CI] | effect vs softmax [95 %% CI] | "
+               "verdict |\n|---|---|---|---|---|\n");
+    for (int a = 0; a < g->narms; a++)
+        arm_row(x, a, T, C, ffn, v, v + g->nseeds, f);
+    fprintf(f, "\n");
+    free(v);
+    return 0;
+}
+
+/* ------------------------------------------------------- J by distance */
+
+static int has_analysis(const char *dir, const char *name)
+{
+    char path[PATH_LEN];
+    return snprintf(path, sizeof path, "%s/%s/couplings.json", dir, name) < (int)sizeof path &&
+           access(path, R_OK) == 0;
+}
+
+/* The couplings analysis of one arm: the x->dir/couplings/NAME/couplings.json
+ * whose variant (its "variant", or "attn" for the plain form) is label,
+ * with NAME into sub (NULL when there is none; a damaged one is a
+ * warning). The directory's name says nothing: the analysis does. */
+static cJSON *arm_couplings(const command *c, const rep_grid *x, const char *label, char *sub,
+                            size_t cap)
+{
+    char dir[PATH_LEN], path[PATH_LEN], **names;
+    int n;
+    cJSON *found = NULL;
+    if (mkpath(c, dir, "%s/couplings", x->dir) || lab_list_dir(dir, has_analysis, NULL, &names, &n))
+        return NULL;
+    for (int i = 0; i < n && !found; i++) {
+        if (mkpath(c, path, "%s/%s/couplings.json", dir, names[i]))
+            continue;
+        char *txt = lab_slurp(path);
+        cJSON *o = txt ? cJSON_Parse(txt) : NULL;
+        free(txt);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "variant");
+        if (!cJSON_IsString(v))
+            v = cJSON_GetObjectItemCaseSensitive(o, "attn");
+        if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "by_distance")) ||
+            !cJSON_IsString(v)) {
+            fprintf(stderr, "%s %s: warning: %s is not a couplings analysis; left out\n", prog,
+                    c->cmd, path);
+        } else if (strcmp(v->valuestring, label) == 0) {
+            snprintf(sub, cap, "couplings/%s/", names[i]);
+            found = o;
+            continue;
+        }
+        cJSON_Delete(o);
+    }
+    lab_names_free(names, n);
+    return found;
+}
+
+/* One cell of the J table: the mean over runs with its interval (and the
+ * sign it resolves), or the single run's mean; "" beyond the arm's
+ * distances. */
+static void jcell(const cJSON *o, int d, char *buf, size_t n)
+{
+    const cJSON *over = cJSON_GetObjectItemCaseSensitive(o, "over_runs");
+    const cJSON *arr = over ? over : cJSON_GetObjectItemCaseSensitive(o, "by_distance");
+    buf[0] = '\0';
+    for (const cJSON *x = arr ? arr->child : NULL; x; x = x->next) {
+        if ((int)rep_num(x, "distance") != d)
+            continue;
+        double m = rep_num(x, "mean"), lo = rep_num(x, "ci95_lo"), hi = rep_num(x, "ci95_hi");
+        if (!over)
+            snprintf(buf, n, "%+.4f (one run)", m);
+        else
+            snprintf(buf, n, "%+.4f [%+.4f, %+.4f]%s", m, lo, hi,
+                     lo > 0 ? " > 0" : hi < 0 ? " < 0" : "");
+        return;
+    }
+}
+
+/* J by distance of the grid's exact Ising arms side by side, one column
+ * per arm that has an analysis, with their figures. */
+static int jtable_arms(const command *c, const rep_grid *x, const char *prefix, FILE *f)
+{
+    const lab_grid *g = &x->g;
+    cJSON *js[16] = {0};
+    char labels[16][96], subs[16][PATH_LEN / 8], none[512] = "";
+    int na = 0, maxd = 0;
+    for (int a = 0; a < g->narms && na < 16; a++) {
+        if (!ising(g->arms[a].attn) || lab_arm_sampled(&g->arms[a]))
+            continue;
+        lab_arm_variant(&g->arms[a], labels[na], sizeof labels[na]);
+        if (!(js[na] = arm_couplings(c, x, labels[na], subs[na], sizeof subs[na]))) {
+            size_t l = strlen(none);
+            snprintf(none + l, sizeof none - l, "%s`%s`", l ? ", " : "", labels[na]);
+            continue;
+        }
+        const cJSON *by = cJSON_GetObjectItemCaseSensitive(js[na], "by_distance");
+        maxd = cJSON_GetArraySize(by) > maxd ? cJSON_GetArraySize(by) : maxd;
+        na++;
+    }
+    if (na) {
+        fprintf(f, "Coupling J by key distance d, per Ising arm: the mean over seeds of each "
+                   "run's mean over its layers and heads (and, for absolute couplings, its "
+                   "pairs), with the 95 %% interval over seeds; '> 0' or '< 0' where the interval "
+                   "excludes zero. The paper reports J > 0 for d = 2..4 and J < 0 for d >= 6 "
+                   "(absolute couplings at T = 12).\n\n| distance |");
+        for (int i = 0; i < na; i++)
+            fprintf(f, " %s |", labels[i]);
+        fprintf(f, " paper |\n|---|");
+        for (int i = 0; i <= na; i++)
+            fprintf(f, "---|");
+        fprintf(f, "\n");
+        for (int d = 1; d <= maxd; d++) {
+            fprintf(f, "| %d |", d);
+            for (int i = 0; i < na; i++) {
+                char cell[96];
+                jcell(js[i], d, cell, sizeof cell);
+                fprintf(f, " %s |", cell);
+            }
+            fprintf(f, " %s |\n", rep_paper_sign(d));
+        }
+        fprintf(f, "\n");
+        for (int i = 0; i < na; i++)
+            if (rep_png_links(x, subs[i], prefix, f))
+                return 1;
+    }
+    if (none[0])
+        fprintf(f, "%sNo couplings analysis for %s (it is made from finished runs with their "
+                   "checkpoints, which are not committed).\n",
+                na ? "\n" : "", none);
+    for (int i = 0; i < na; i++)
+        cJSON_Delete(js[i]);
+    return 0;
+}
+
+/* ------------------------------------------------------- extrapolation */
+
+/* A grid's extrapolation file (NULL when there is none; a damaged one is
+ * a warning). */
+static cJSON *read_extrapolation(const command *c, const rep_grid *x)
+{
+    char path[PATH_LEN];
+    if (mkpath(c, path, "%s/extrapolation.json", x->dir) || access(path, F_OK) != 0)
+        return NULL;
+    char *txt = lab_slurp(path);
+    cJSON *o = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "entries"))) {
+        fprintf(stderr, "%s %s: warning: %s is not an extrapolation file; left out\n", prog,
+                c->cmd, path);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+/* The entry of run `name` at T_eval: of several (other item counts), the
+ * one evaluated on the most windows. */
+static const cJSON *entry_of(const cJSON *entries, const char *name, int T2)
+{
+    const cJSON *best = NULL;
+    for (const cJSON *e = entries->child; e; e = e->next) {
+        if (strcmp(str_of(e, "run"), name) != 0 || rep_num(e, "T_eval") != T2)
+            continue;
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(e, "at_T_eval");
+        const cJSON *bt = best ? cJSON_GetObjectItemCaseSensitive(best, "at_T_eval") : NULL;
+        if (!best || rep_num(at, "items") > rep_num(bt, "items"))
+            best = e;
+    }
+    return best;
+}
+
+/* The same arm (variant and form, exact) trained at T2 in another grid:
+ * its perplexity over seeds, or "not run". */
+static void trained_at(const rep_grids *gs, const lab_arm *arm, int T2, char *buf, size_t n)
+{
+    snprintf(buf, n, "not run");
+    for (int i = 0; i < gs->n; i++) {
+        const rep_grid *y = &gs->v[i];
+        for (int a = 0; a < y->g.narms; a++) {
+            const lab_arm *b = &y->g.arms[a];
+            if (b->attn != arm->attn || !lab_form_same(&b->form, &arm->form) ||
+                lab_arm_sampled(b))
+                continue;
+            double v[1000];
+            int k = 0, has_T = 0;
+            for (int j = 0; j < y->cs.n && k < 1000; j++) {
+                const lab_cell *x = &y->cs.cells[j];
+                has_T |= x->T == T2;
+                if (x->arm == a && x->T == T2 && x->run)
+                    v[k++] = x->run->value;
+            }
+            if (has_T) {
+                mean_ci(v, k, "%.3f", buf, n);
+                return;
+            }
+        }
+    }
+}
+
+/* The row of arm a trained at T in the extrapolation table at T2 (1 when
+ * written), or its refusal added to refused. Counts the finished runs not
+ * evaluated yet. w: room for 3 values per cell of the grid. */
+static int extrap_row(const rep_grids *gs, const rep_grid *x, const cJSON *entries, int a, int T,
+                      int T2, double *w, char *refused, size_t rcap, int *pending, FILE *f)
+{
+    const lab_grid *g = &x->g;
+    double *own = w, *lng = w + x->cs.n, *e = w + 2 * x->cs.n;
+    int n = 0, nref = 0;
+    const char *reason = "";
+    for (int i = 0; i < x->cs.n; i++) {
+        const lab_cell *cx = &x->cs.cells[i];
+        if (cx->arm != a || cx->T != T || !cx->run)
+            continue;
+        const cJSON *en = entry_of(entries, cx->run->name, T2);
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(en, "at_T");
+        const cJSON *al = cJSON_GetObjectItemCaseSensitive(en, "at_T_eval");
+        if (!en) {
+            (*pending)++;
+        } else if (strcmp(str_of(en, "status"), "refused") == 0) {
+            nref++, reason = str_of(en, "reason");
+        } else if (isfinite(rep_num(at, "val_ppl")) && isfinite(rep_num(al, "val_ppl"))) {
+            own[n] = rep_num(at, "val_ppl"), lng[n] = rep_num(al, "val_ppl");
+            e[n] = 100.0 * (lng[n] / own[n] - 1.0);
+            n++;
+        }
+    }
+    char label[160], a1[96], a2[96], ch[96], tr[96];
+    lab_arm_label(&g->arms[a], label, sizeof label);
+    if (n == 0 && nref > 0) {
+        size_t l = strlen(refused);
+        snprintf(refused + l, rcap - l, "- `%s` (%d run%s): %s\n", label, nref,
+                 nref == 1 ? "" : "s", reason);
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    const char *verdict;
+    char better[64], worse[64];
+    snprintf(better, sizeof better, "better at T = %d", T2);
+    snprintf(worse, sizeof worse, "worse at T = %d", T2);
+    mean_ci(own, n, "%.3f", a1, sizeof a1);
+    mean_ci(lng, n, "%.3f", a2, sizeof a2);
+    /* a model run longer may change very little: three decimals */
+    change_verdict(e, n, 3, better, worse, ch, sizeof ch, &verdict);
+    trained_at(gs, &g->arms[a], T2, tr, sizeof tr);
+    fprintf(f, "| %s | %d | %d | %s | %s | %s | %s | %s |\n", label, T, n, a1, a2, ch, verdict,
+            tr);
+    return 1;
+}
+
+/* The distinct T_eval of the entries, ascending (at most max). */
+static int teval_list(const cJSON *entries, int *v, int max)
+{
+    int n = 0;
+    for (const cJSON *e = entries->child; e; e = e->next) {
+        int t = (int)rep_num(e, "T_eval"), k = 0;
+        while (k < n && v[k] != t)
+            k++;
+        if (k == n && n < max)
+            v[n++] = t;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n;
+}
+
+/* The extrapolation tables of grid x (one per T_eval in its file). */
+static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *x, FILE *f)
+{
+    cJSON *o = read_extrapolation(c, x);
+    if (!o)
+        return 0;
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
+    int tv[16], nt = teval_list(entries, tv, 16);
+    double *w = malloc(sizeof(double) * ((size_t)x->cs.n * 3 + 1));
+    char *refused = calloc(4096, 1);
+    int code = !w || !refused;
+    for (int k = 0; k < nt && !code; k++) {
+        int pending = 0;
+        const cJSON *e0 = NULL;
+        for (const cJSON *e = entries->child; e && !e0; e = e->next)
+            if (rep_num(e, "T_eval") == tv[k] && strcmp(str_of(e, "status"), "done") == 0)
+                e0 = e;
+        double items = rep_num(e0, "items");
+        fprintf(f, "#### Length extrapolation: `%s` evaluated at T = %d\n\n", x->name, tv[k]);
+        fprintf(f, "Each finished run of `%s` whose model can run at T = %d (no position "
+                   "embeddings, relative couplings with a band: the library's ba_model_resize "
+                   "decides) evaluated on the validation split at its own T and at T = %d, on %s. "
+                   "Change: the paired relative perplexity change from its own T to T = %d "
+                   "(negative: the longer context helps), with its 95 %% interval over seeds. The "
+                   "last column is the same arm trained at T = %d, where the preset ran it.\n\n",
+                x->name, tv[k], tv[k],
+                !e0 ? "the validation windows"
+                : items == 0 ? "every validation window"
+                             : "evenly spaced validation windows (`--extrapolate-items`)",
+                tv[k], tv[k]);
+        fprintf(f, "| variant | trained T | runs | perplexity at trained T [95 %% CI] | "
+                   "perplexity at T = %d | change | verdict | trained at T = %d |\n"
+                   "|---|---|---|---|---|---|---|---|\n",
+                tv[k], tv[k]);
+        refused[0] = '\0';
+        int rows = 0;
+        for (int t = 0; t < x->g.nT; t++)
+            for (int a = 0; a < x->g.narms; a++)
+                rows += extrap_row(gs, x, entries, a, x->g.T[t], tv[k], w, refused, 4096,
+                                   &pending, f);
+        if (!rows)
+            fprintf(f, "| (no finished run of the grid evaluated at T = %d) |  |  |  |  |  |  |  "
+                       "|\n",
+                    tv[k]);
+        if (refused[0])
+            fprintf(f, "\nNot run at T = %d (the library refuses these models):\n\n%s",
+                    tv[k], refused);
+        if (pending)
+            fprintf(f, "\n%d finished run%s of the grid %s no entry at T = %d yet (an "
+                       "interrupted preset: rerunning it evaluates them).\n",
+                    pending, pending == 1 ? "" : "s", pending == 1 ? "has" : "have", tv[k]);
+        fprintf(f, "\n");
+    }
+    free(w);
+    free(refused);
+    cJSON_Delete(o);
+    return code ? fail_lib(c, "out of memory", 1) : 0;
+}
+
+/* ------------------------------------------------------------ sections */
+
+/* A grid's part: its budget and state, per (T, C, FFN) the arms' table,
+ * its figures and convergence, J by distance and its extrapolation. */
+static int grid_part(const command *c, const rep_grids *gs, const rep_grid *x,
+                     const char *prefix, FILE *f)
+{
+    const lab_grid *g = &x->g;
+    int done = finished(&x->cs), code = 0;
+    if (g->task != BA_TASK_CHARLM) {
+        fprintf(f, "### `%s`\n\nA %s grid: not part of the long-context comparison (its own "
+                   "section follows in the report).\n\n",
+                x->name, ba_task_name(g->task));
+        return 0;
+    }
+    fprintf(f, "### T =");
+    for (int t = 0; t < g->nT; t++)
+        fprintf(f, "%s %d", t ? "," : "", g->T[t]);
+    fprintf(f, " (`%s`)\n\n", x->name);
+    fprintf(f, "%ld steps, batch %d, learning rate %g, %d layer%s x %d head%s, %d seed%s; ",
+            g->train.steps, g->train.batch, g->train.lr, g->layers, g->layers == 1 ? "" : "s",
+            g->heads, g->heads == 1 ? "" : "s", g->nseeds, g->nseeds == 1 ? "" : "s");
+    if (done == x->cs.n)
+        fprintf(f, "all %d runs finished.\n\n", done);
+    else
+        fprintf(f, "**incomplete: %d of %d runs finished** (an interrupted preset; the rows "
+                   "say which seeds are missing).\n\n",
+                done, x->cs.n);
+    for (int t = 0; t < g->nT && !code; t++)
+        for (int ci = 0; ci < g->nC && !code; ci++)
+            for (int fi = 0; fi < g->nffn && !code; fi++)
+                code = arms_table(x, g->T[t], g->C[ci], g->ffn[fi], f);
+    if (code)
+        return fail_lib(c, "out of memory", 1);
+    fprintf(f, "Change of the validation perplexity late in training (%% of perplexity, between "
+               "the periodic evaluations at the steps shown; near zero: flat curves):\n\n");
+    if ((code = rep_convergence(c, x, f)))
+        return code;
+    fprintf(f, "\n");
+    if (rep_png_links(x, "", prefix, f))
+        return fail_lib(c, "out of memory", 1);
+    fprintf(f, "\n");
+    if ((code = jtable_arms(c, x, prefix, f)))
+        return code;
+    fprintf(f, "\n");
+    return extrapolation(c, gs, x, f);
+}
+
+/* The smallest T of a grid: the order of the parts. */
+static int grid_order(const void *pa, const void *pb)
+{
+    const rep_grid *a = *(const rep_grid *const *)pa, *b = *(const rep_grid *const *)pb;
+    int ta = a->g.T[0], tb = b->g.T[0];
+    for (int i = 1; i < a->g.nT; i++)
+        ta = a->g.T[i] < ta ? a->g.T[i] : ta;
+    for (int i = 1; i < b->g.nT; i++)
+        tb = b->g.T[i] < tb ? b->g.T[i] : tb;
+    return ta != tb ? (ta > tb) - (ta < tb) : strcmp(a->name, b->name);
+}
+
+static void intro(const char *out, const rep_grids *gs, const rep_grid *const *order,
+                  int standalone, FILE *f)
+{
+    fprintf(f, "## Long context\n\n");
+    if (standalone) {
+        char date[32], cpu[256];
+        rep_date(date, sizeof date);
+        cpu_model(cpu, sizeof cpu);
+        fprintf(f, "Generated by `boltzattn report` from the files under `%s` on %s; nothing "
+                   "below is typed by hand. The grids were run by `make reproduce PRESET=long` "
+                   "(`lab/reproduce.sh long`), which resumes an interrupted preset. Machine: %s, "
+                   "%d cores; boltzattn %s.\n\n",
+                out, date, cpu, rep_cores(), BA_VERSION);
+    }
+    fprintf(f, "Character-level language models at long contexts: every arm of a grid is "
+               "trained with the same settings, seeds and data order. Perplexity is the mean "
+               "over seeds with its 95 %% interval (Student t); the effect is the paired "
+               "relative perplexity change against softmax on the same seeds (negative is "
+               "better) with its 95 %% interval, and the verdict is read off that interval: "
+               "'better' or 'worse' only when it excludes zero, a null result is reported as "
+               "one. Missing runs are named, never filled in. Labels: `-rel` relative couplings "
+               "(one per distance, no position embeddings, so the model runs at any T), `-W<W>` "
+               "couplings of range W (exact, band engine), `-logn` the log-n field bias; softmax "
+               "and sigmoid learn position embeddings.\n\n");
+    fprintf(f, "| grid | runs finished |\n|---|---|\n");
+    for (int i = 0; i < gs->n; i++)
+        fprintf(f, "| %s | %d of %d |\n", order[i]->name, finished(&order[i]->cs),
+                order[i]->cs.n);
+    for (size_t i = 0; i < sizeof long_grids / sizeof long_grids[0]; i++)
+        if (!rep_grid_named(gs, long_grids[i]))
+            fprintf(f, "| %s | not run yet |\n", long_grids[i]);
+    fprintf(f, "\n");
+}
+
+int rep_long_section(const command *c, const char *out, const char *prefix, const rep_grids *gs,
+                     int standalone, FILE *f)
+{
+    const rep_grid **order = malloc(sizeof *order * (size_t)(gs->n + 1));
+    if (!order)
+        return fail_lib(c, "out of memory", 1);
+    for (int i = 0; i < gs->n; i++)
+        order[i] = &gs->v[i];
+    qsort(order, (size_t)gs->n, sizeof *order, grid_order);
+    intro(out, gs, order, standalone, f);
+    int code = 0;
+    for (int i = 0; i < gs->n && !code; i++)
+        code = grid_part(c, gs, order[i], prefix, f);
+    free(order);
+    return code;
+}

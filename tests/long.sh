@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Long contexts from the command line (issue 15): relative and banded
+# couplings, the band and auto engines, the log-n field bias, models
+# without position embeddings, eval --T at another length, and every bad
+# input of these options as a clear usage error (exit 2).
+# usage: tests/long.sh PATH/TO/boltzattn
+set -u
+BIN=${1:?usage: long.sh PATH/TO/boltzattn}
+. "$(dirname "$0")/lib.sh"
+
+for i in $(seq 1 300); do echo "the cat sat on the mat and the dog sat on the log"; done >"$TMP/corpus.txt"
+D=(--task charlm --data "$TMP/corpus.txt")
+TINYV=(--embd 8 --heads 2 --batch 2 --eval-items 4)
+TINY=("${TINYV[@]}" --quiet)
+
+# --- beyond the exact engines: the refusal names what works
+expect 2 "couplings of range W (config 'band', --band W) are exact at any T" -- \
+    "$BIN" train "${D[@]}" --attn boltzmann --T 1024 --steps 1 --out "$TMP/x"
+expect 2 "--band W (e.g. --band 8" -- "$BIN" train "${D[@]}" --attn coupling --T 64 --steps 1 --out "$TMP/x"
+expect 2 "or --attn softmax|sigmoid" -- "$BIN" train "${D[@]}" --attn boltzmann --T 27 --steps 1 --out "$TMP/x"
+# --- bad values of the new options
+expect 2 "--band: 0 is out of range" -- "$BIN" train "${D[@]}" --attn boltzmann --band 0 --T 32 --out "$TMP/x"
+expect 2 "band W = 8 exceeds T - 1 = 5" -- "$BIN" train "${D[@]}" --attn boltzmann --band 8 --T 6 --out "$TMP/x"
+expect 2 "--band: 17 is out of range" -- "$BIN" train "${D[@]}" --attn boltzmann --band 17 --T 64 --out "$TMP/x"
+expect 2 "--band: 'x' is not an integer" -- "$BIN" train "${D[@]}" --attn boltzmann --band x --T 64 --out "$TMP/x"
+expect 2 "softmax attention has none" -- "$BIN" train "${D[@]}" --attn softmax --band 4 --T 64 --out "$TMP/x"
+expect 2 "sigmoid attention has none" -- "$BIN" train "${D[@]}" --attn sigmoid --band 4 --T 64 --out "$TMP/x"
+expect 2 "relative couplings belong to boltzmann and coupling attention; sigmoid" -- \
+    "$BIN" train "${D[@]}" --attn sigmoid --couplings relative --T 64 --out "$TMP/x"
+expect 2 "unknown couplings 'toeplitz'" -- "$BIN" train "${D[@]}" --couplings toeplitz --out "$TMP/x"
+expect 2 "unknown field bias 'logn'" -- "$BIN" train "${D[@]}" --field-bias logn --out "$TMP/x"
+expect 2 "does nothing to softmax attention" -- "$BIN" train "${D[@]}" --attn softmax --field-bias log-n --out "$TMP/x"
+expect 2 "--pos-emb: unknown kind 'rope'" -- "$BIN" train "${D[@]}" --pos-emb rope --out "$TMP/x"
+expect 2 "unknown engine 'gpu'" -- "$BIN" train "${D[@]}" --engine gpu --out "$TMP/x"
+expect 2 "too large for the band engine without a band" -- \
+    "$BIN" train "${D[@]}" --attn boltzmann --engine band --T 18 --out "$TMP/x"
+expect 2 "T * 2^W = 33554432 window values per thread" -- \
+    "$BIN" train "${D[@]}" --attn boltzmann --band 13 --T 4096 --out "$TMP/x"
+# nothing was made by the refusals
+[ ! -e "$TMP/x" ] && ok || bad "a refused train left $TMP/x"
+
+# --- a banded relative model: the header names the form and the engine
+out=$("$BIN" train "${D[@]}" --attn boltzmann --couplings relative --band 3 --T 24 --steps 3 \
+    "${TINYV[@]}" --out "$TMP/rel" 2>&1) && ok || bad "relative banded train failed: $out"
+grep -qF "pos-emb=none couplings=relative band=3 engine=band (auto)" <<<"$out" && ok ||
+    bad "the train header lacks the couplings' form: $out"
+S='[[:space:]]*'
+grep -Eq "\"couplings\":$S\"relative\"" "$TMP/rel/run.json" && grep -Eq "\"band\":${S}3," "$TMP/rel/run.json" &&
+    grep -Eq "\"pos_emb\":${S}false" "$TMP/rel/run.json" && ok || bad "run.json lacks the couplings' form"
+# its checkpoint holds J_rel [H, D] = [2, 3]
+grep -aq '"blocks.0.attn.J_rel":{"dtype":"F32","shape":\[2,3\]' "$TMP/rel/model.safetensors" && ok ||
+    bad "the relative checkpoint lacks blocks.0.attn.J_rel [2, 3]"
+# eval at the trained T, at a longer one, at a shorter one
+own=$("$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" 2>/dev/null | grep '^eval:')
+same=$("$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 24 2>/dev/null | grep '^eval:')
+[ -n "$own" ] && [ "$own" = "$same" ] && ok || bad "eval --T 24 differs from eval: '$own' vs '$same'"
+expect 0 "charlm boltzmann T=96" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 96
+expect 0 "charlm boltzmann T=8" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 8
+expect 2 "band W = 3 exceeds T - 1 = 1" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 2
+expect 2 "--T: 5000 is out of range" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 5000
+expect 0 "the" -- "$BIN" sample --ckpt "$TMP/rel/model.safetensors" --prompt "the " --len 10
+
+# --- models that cannot run longer say why (exit 2)
+expect 0 "" -- "$BIN" train "${D[@]}" --attn boltzmann --couplings relative --T 12 --steps 2 "${TINY[@]}" --out "$TMP/relfull"
+expect 2 "relative couplings without a band cover distances up to T - 1 only" -- \
+    "$BIN" eval --ckpt "$TMP/relfull/model.safetensors" --data "$TMP/corpus.txt" --T 20
+expect 0 "" -- "$BIN" train "${D[@]}" --attn boltzmann --band 2 --T 12 --steps 2 "${TINY[@]}" --pos-emb none --out "$TMP/absband"
+expect 2 "absolute couplings exist only between its T positions" -- \
+    "$BIN" eval --ckpt "$TMP/absband/model.safetensors" --data "$TMP/corpus.txt" --T 20
+expect 0 "" -- "$BIN" train "${D[@]}" --attn sigmoid --field-bias log-n --T 12 --steps 2 "${TINY[@]}" --out "$TMP/sig"
+expect 2 "learned position embeddings for its T positions only" -- \
+    "$BIN" eval --ckpt "$TMP/sig/model.safetensors" --data "$TMP/corpus.txt" --T 20
+expect 0 "eval: val_loss" -- "$BIN" eval --ckpt "$TMP/sig/model.safetensors" --data "$TMP/corpus.txt" --T 6
+# an absolute banded model stores 0 beyond its band (blocks.0.attn.J is
+# [2, 12, 12]; J_0,5 is 5 keys apart)
+grep -aqF '\"band\":2' "$TMP/absband/model.safetensors" && ok || bad "the banded checkpoint does not record its band"
+# the pointer head runs at its own T only
+expect 0 "" -- "$BIN" train --task brackets --attn boltzmann --band 2 --T 8 --embd 4 --steps 2 --batch 4 --quiet --out "$TMP/br"
+expect 2 "a pointer head's outputs are the model's 8 positions" -- "$BIN" eval --ckpt "$TMP/br/model.safetensors" --T 6
+# a resumed run keeps its own form
+expect 2 "--band cannot be combined with --resume" -- "$BIN" train --resume "$TMP/rel" --band 4
+
+# --- the band engine's result does not depend on the thread count
+for th in 1 2; do
+    "$BIN" train "${D[@]}" --attn boltzmann --couplings relative --band 4 --T 32 --steps 4 "${TINY[@]}" \
+        --threads "$th" --out "$TMP/th$th" >/dev/null 2>&1 || bad "train --threads $th failed"
+done
+a=$(grep -o '"val_loss":[^,]*' "$TMP/th1/run.json" | head -1)
+b=$(grep -o '"val_loss":[^,]*' "$TMP/th2/run.json" | head -1)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "band training differs between 1 and 2 threads: '$a' vs '$b'"
+
+echo "$pass passed, $failed failed"
+[ "$failed" = 0 ]
