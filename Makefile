@@ -25,7 +25,7 @@ help:
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
-	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~30 min; LONG_ARGS=--quick)"
+	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 

@@ -20,8 +20,9 @@
  * 4-head charlm model with FFN: softmax and boltzmann relative band W
  * (pos_emb none, as the command line's default for relative couplings),
  * with each configuration's peak memory (VmHWM reset through clear_refs
- * before it, so floored at the resident size it started with), and the
- * cost model t = B T (l + T (c0 + c1 2^W)) fitted to the band rows.
+ * before it, so floored at the resident size it started with); rates are
+ * means over the timed steps. Last, the cost model
+ * t = B T (l + T (c0 + c1 2^W)) fitted to the band rows.
  *
  * Threads: --threads, else OMP_NUM_THREADS, else 1 (per-core figures).
  * Exit status: 0 ok, 1 library error, 2 bad arguments or unreadable data. */
@@ -61,8 +62,8 @@ static opt long_opts[] = {
     {"W", "LIST", "2,4,8", "attention core: bands of the boltzmann rows, 1..16", 0, 0},
     {"B", "N", "8", "attention core: batch size", 0, 0},
     {"d", "N", "64", "attention core: head dimension (one head, C = d)", 0, 0},
-    {"fast-max", "N", "24", "attention core: the fast engine only for T <= N (at most 26; 0: never)",
-     0, 0},
+    {"fast-max", "N", "24",
+     "attention core: the fast engine only for T <= N (at most 26; 0: never)", 0, 0},
     {"reps", "N", "5", "attention core: most timed runs per variant and T", 0, 0},
     {"min-time", "S", "2", "attention core: seconds of timed runs per variant and T", 0, 0},
     {"slope-from", "N", "256", "attention core: slopes over the measured T >= N", 0, 0},
@@ -674,7 +675,7 @@ static int choose_data(const bench_args *a, data_source *ds, char *note, size_t 
 
 typedef struct {
     long steps;
-    double seconds, loss, peak_mib;
+    double seconds, best, loss, peak_mib; /* best: the fastest step */
 } train_result;
 
 /* One configuration: softmax (W = 0) or boltzmann relative band W without
@@ -696,7 +697,7 @@ static int train_one(const ba_dataset *ds, int T, int W, const bench_args *a, tr
     s.eval_every = 0, s.save_every = 0;
     ba_trainer *t = NULL;
     int rc = ba_trainer_init(&t, &cfg, ds, NULL, &s, err);
-    double loss = NAN, total = 0.0;
+    double loss = NAN, total = 0.0, best = INFINITY;
     long n = 0;
     for (int i = 0; i < TRAIN_WARMUP && !rc; i++)
         rc = ba_trainer_step(t, &loss, NULL, NULL, err);
@@ -704,9 +705,11 @@ static int train_one(const ba_dataset *ds, int T, int W, const bench_args *a, tr
                                   : n < TRAIN_MIN_STEPS || total < a->train_time)) {
         double t0 = now_s();
         rc = ba_trainer_step(t, &loss, NULL, NULL, err);
-        total += now_s() - t0, n++;
+        double dt = now_s() - t0;
+        total += dt, n++, best = fmin(best, dt);
     }
-    res->steps = n, res->seconds = total, res->loss = loss, res->peak_mib = peak_rss_mib();
+    res->steps = n, res->seconds = total, res->best = best, res->loss = loss;
+    res->peak_mib = peak_rss_mib();
     ba_trainer_free(t);
     return rc;
 }
@@ -751,8 +754,8 @@ static int train_T(int T, const bench_args *a, const data_source *src, train_poi
         fflush(stdout);
         if (csv) {
             fprintf(csv, "train,%d,%s,%d,%d,%d,%d,%ld,%.6g,%.6g,%.6g,%.6g,%.6g,%.1f,,\n", T,
-                    W ? "band" : "softmax", W, a->tB, TRAIN_C, threads_in_use(), r.steps, sec, sec,
-                    sec / soft, 1 / sec, r.loss, r.peak_mib);
+                    W ? "band" : "softmax", W, a->tB, TRAIN_C, threads_in_use(), r.steps, r.best,
+                    sec, sec / soft, 1 / sec, r.loss, r.peak_mib);
             fflush(csv);
         }
         if (W)
@@ -821,7 +824,8 @@ static int train_part(const bench_args *a, FILE *csv)
         printf("%ld time(s)\n", a->train_steps);
     else
         printf("until %.3g s, at least %d steps\n", a->train_time, TRAIN_MIN_STEPS);
-    printf("   peak MiB: VmHWM of the configuration (reset before it)\n\n");
+    printf("   steps/s, s/step: means over the timed steps (CSV best_s: the fastest); peak MiB: "
+           "VmHWM of the\n   configuration (reset before it)\n\n");
     printf("%5s  %-10s  %5s  %9s  %9s  %9s  %8s  %9s\n", "T", "variant", "steps", "steps/s",
            "s/step", "x softmax", "loss", "peak MiB");
     fflush(stdout);
