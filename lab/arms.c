@@ -166,3 +166,16 @@ int lab_arm_parse(const char *spec, lab_arm *out, char *err)
     *out = a;
     return BA_OK;
 }
+
+int lab_softmax_arm(const lab_grid *g)
+{
+    int any = -1;
+    for (int a = 0; a < g->narms; a++) {
+        if (g->arms[a].attn != BA_ATTN_SOFTMAX)
+            continue;
+        if (lab_form_is_plain(&g->arms[a].form) && !lab_arm_sampled(&g->arms[a]))
+            return a;
+        any = a;
+    }
+    return any;
+}

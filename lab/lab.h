@@ -127,6 +127,7 @@ typedef struct {
 
 /* A variant in the plain form, exact. */
 lab_arm lab_arm_plain(ba_attn attn);
+
 /* An arm spec of ablate --arm (and couplings --arm): VARIANT[+PART]...,
  * PART one of relative, absolute, band<W>, log-n, pos-emb=learned|none,
  * each at most once, e.g. "boltzmann+relative+band8", "sigmoid+log-n".
@@ -147,6 +148,11 @@ typedef struct {
     ba_data_spec data;        /* kinds, held-out size and seed */
     ba_train_settings train;  /* the seed is each cell's */
 } lab_grid;
+
+/* The arm every effect is measured against: the plain, exact softmax arm
+ * (learned positions), else the last softmax arm of another form (e.g. a
+ * grid of softmax without position embeddings only), or -1. */
+int lab_softmax_arm(const lab_grid *g);
 
 /* grid.json of dir: written by ablate, read by the summaries and reports.
  * 0, or an exit code after printing. */

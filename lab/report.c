@@ -438,7 +438,7 @@ static int verdicts(const rep_grid *x, const char *prefix, FILE *f)
     for (int i = 0; i < n; i++) {
         const lab_effect_row *r = &rows[i];
         const lab_arm *a = &g->arms[r->arm];
-        if (a->attn == BA_ATTN_SOFTMAX)
+        if (r->arm == lab_softmax_arm(g)) /* the reference itself */
             continue;
         char eff[128] = "missing", label[96];
         const char *unit = pct ? " %" : "", *verdict = "not measured", *paper = "";

@@ -72,23 +72,13 @@ static void change_verdict(const double *e, int n, int digits, const char *bette
 
 /* ------------------------------------------------------ one T of a grid */
 
-/* The softmax arm of the grid (the reference of every effect), or -1. */
-static int softmax_arm(const lab_grid *g)
-{
-    int sm = -1;
-    for (int a = 0; a < g->narms; a++)
-        if (g->arms[a].attn == BA_ATTN_SOFTMAX)
-            sm = a;
-    return sm;
-}
-
 /* One arm's row at (T, C, FFN): perplexity over seeds, the paired effect
  * against softmax and its verdict, the seeds without a run. */
 static void arm_row(const rep_grid *x, int a, int T, int C, int ffn, double *v, double *e,
                     FILE *f)
 {
     const lab_grid *g = &x->g;
-    int sm = softmax_arm(g), n = 0, np = 0;
+    int sm = lab_softmax_arm(g), n = 0, np = 0;
     char missing[256] = "", label[160], ppl[96], eff[96], runs[320];
     for (int si = 0; si < g->nseeds; si++) {
         uint64_t seed = g->seed0 + (uint64_t)si;

@@ -34,23 +34,13 @@ double lab_effect(ba_task task, double v, double s)
     return 100.0 * (v - s);
 }
 
-/* The arm compared against: softmax (the last such arm; there is one). */
-static int softmax_arm(const lab_grid *g)
-{
-    int sm = -1;
-    for (int a = 0; a < g->narms; a++)
-        if (g->arms[a].attn == BA_ATTN_SOFTMAX)
-            sm = a;
-    return sm;
-}
-
 /* One row: an arm in one (T, C, FFN), over the grid's seeds. missing (may
  * be NULL) lists the seeds without a run. */
 static void effect_row(const lab_cells *cs, int a, int T, int C, int ffn, double *work,
                        lab_effect_row *row, char *missing, size_t mcap)
 {
     const lab_grid *g = cs->g;
-    int sm = softmax_arm(g), n = 0, np = 0, ne = 0;
+    int sm = lab_softmax_arm(g), n = 0, np = 0, ne = 0;
     double *xs = work, *ys = work + g->nseeds, *es = ys + g->nseeds;
     if (missing)
         missing[0] = '\0';
@@ -110,7 +100,7 @@ int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n)
 static void section_table(const lab_cells *cs, int T, int C, int ffn, double *work, FILE *f)
 {
     const lab_grid *g = cs->g;
-    int bt = g->task == BA_TASK_BRACKETS, sm = softmax_arm(g);
+    int bt = g->task == BA_TASK_BRACKETS, sm = lab_softmax_arm(g);
     /* held-out size beside every bracket accuracy */
     const lab_run *any = NULL;
     for (int i = 0; i < cs->n && !any; i++) {
@@ -214,7 +204,7 @@ int lab_summary_md(const lab_cells *cs, FILE *f)
                 fprintf(f, "\n");
             }
     free(work);
-    if (softmax_arm(g) < 0)
+    if (lab_softmax_arm(g) < 0)
         fprintf(f, "`softmax` is not in the grid, so no effects are computed.\n");
     return 0;
 }
