@@ -545,4 +545,87 @@ void ba_dqa_phase(int n, double *re, double *im, const double *E, double coef);
 int ba_dqa_evolve(const ba_sampler *s, int n, const double *E, double *re, double *im,
                   int final_phase);
 
+/* ---------------- approximate engines (mean field family), per query
+ * Spec section 8, "Mean-field family" and "Implicit gradients"
+ * (src/ising_mf.c: mf, tap and the shared checks; src/ising_bp.c: bp). One
+ * query of n spins: h (n) fields or NULL for h = 0, J couplings (rows of
+ * ldj >= n, J[j*ldj + k] read for j < k only), A = J + J^T with zero
+ * diagonal. Every method writes m_j = tanh(phi_j) for an effective field
+ * phi:
+ *   mf:  phi = h + A m
+ *   tap: phi_j = h_j + (A m)_j - m_j sum_k A_jk^2 (1 - m_k^2)
+ *   bp:  phi_j = h_j + sum_k u_{k->j}, with the cavity messages
+ *        u_{k->j} = atanh(tanh A_jk tanh(phi_k - u_{j->k}))
+ * and logw_j = log P(s_j = +1) = log sigmoid(2 phi_j), so a tiny weight
+ * keeps its relative precision.
+ *
+ * Forward: the damped iteration x <- (1 - damping) x + damping F(x) (x = m
+ * for mf/tap, from m = tanh(h); x = the messages for bp, from 0) until the
+ * undamped step max |F(x) - x| < tol, at most max_iter sweeps of O(n^2).
+ * Not converging is not an error: the last F(x) is returned with
+ * info.converged = 0, finite (BA_ERR_NUMERIC where sums of couplings
+ * near DBL_MAX overflow). It writes logw (n)
+ * and state (ba_mf_state_doubles): m (n) at state[0], phi (n) at state[n],
+ * and for bp the messages at state[2n], u_{k->j} at [2n + k*n + j].
+ *
+ * Backward: the exact gradient of the method's fixed point (as converged)
+ * by implicit differentiation, (I - dF/dx)^T v = dL/dx, from the state of
+ * a forward with the same J. g (n) = dL/dm; dh (n) += (may be NULL); dJ
+ * (rows of lddj >= n, entries j < k) += (may be NULL). mf/tap solve the n x
+ * n adjoint system by LAPACK's LU (BA_MF_ADJ_LU, ipiv: n ints) or by the
+ * transposed damped iteration (BA_MF_ADJ_ITER, ipiv may be NULL); bp always
+ * iterates, in message space (n(n-1) unknowns), with the settings' damping
+ * and max_iter and tolerance tol * max_j |g_j (1 - m_j^2)|; info (may be
+ * NULL) gets its sweeps and convergence (LU: 1 and 1).
+ *
+ * ws: ba_mf_ws_doubles(n) doubles of workspace, either direction.
+ * Errors: BA_ERR_ARG for bad settings (damping outside (0, 1], tol not > 0
+ * and finite, max_iter < 1, unknown method or adjoint), n < 1, ldj or lddj
+ * < n, a NULL array that is needed; BA_ERR_NUMERIC naming a non-finite h_j,
+ * J_jk or g_j, a forward iteration that overflowed (couplings near
+ * DBL_MAX), a singular LU adjoint system or an adjoint that came out
+ * non-finite (an iterative solve that diverged): nothing is written then. */
+typedef enum { BA_MF_NAIVE = 0, BA_MF_TAP = 1, BA_MF_BP = 2 } ba_mf_method;
+typedef enum { BA_MF_ADJ_LU = 0, BA_MF_ADJ_ITER = 1 } ba_mf_adjoint;
+typedef struct {
+    double damping; /* lambda in (0, 1]: the share of the new iterate */
+    double tol;     /* > 0: on max |F(x) - x| */
+    int max_iter;   /* >= 1 sweeps, forward and iterative adjoint alike */
+    ba_mf_adjoint adjoint; /* mf/tap only; zero-initialised = LU */
+} ba_mf_settings;
+typedef struct {
+    int iters;     /* sweeps done */
+    int converged; /* 1 when the step fell below the tolerance */
+} ba_mf_info;
+size_t ba_mf_state_doubles(ba_mf_method meth, int n);
+size_t ba_mf_ws_doubles(int n);
+int ba_mf_check_settings(const ba_mf_settings *s, char *err);
+int ba_mf_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const double *h,
+                  const double *J, int ldj, double *logw, double *state, double *ws,
+                  ba_mf_info *info, char *err);
+int ba_mf_backward(ba_mf_method meth, const ba_mf_settings *s, int n, const double *J,
+                   int ldj, const double *state, const double *g, double *dh, double *dJ,
+                   int lddj, double *ws, int *ipiv, ba_mf_info *info, char *err);
+
+/* bp's kernels (src/ising_bp.c), called by ba_mf_forward/backward after
+ * their checks, with the layouts above. */
+void ba_bp_forward(const ba_mf_settings *s, int n, const double *h, const double *J, int ldj,
+                   double *logw, double *state, ba_mf_info *info);
+int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
+                   const double *state, const double *g, double *dh, double *dJ, int lddj,
+                   double *ws, ba_mf_info *info, char *err);
+
+/* log sigmoid(2x) without cancellation, and 1 - tanh(x)^2 = sech(x)^2 with
+ * full relative precision where tanh(x) rounds to +-1. */
+static inline double ba_log_sigmoid2(double x)
+{
+    return x >= 0 ? -log1p(exp(-2.0 * x)) : 2.0 * x - log1p(exp(2.0 * x));
+}
+
+static inline double ba_sech2(double x)
+{
+    double e = exp(-2.0 * fabs(x));
+    return 4.0 * e / ((1.0 + e) * (1.0 + e));
+}
+
 #endif

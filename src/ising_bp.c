@@ -1,0 +1,227 @@
+/* Loopy belief propagation on one query (spec section 8, "Mean-field
+ * family", bp): the kernels behind ba_mf_forward/backward for BA_MF_BP,
+ * which check the arguments first. Layouts: src/internal.h, "approximate
+ * engines".
+ *
+ * Messages u_{k->j} = phi(A_jk, x_kj), phi(a, x) = atanh(tanh a tanh x),
+ * with the cavity field x_kj = h_k + sum_{l != k, j} u_{l->k} = H_k - u_{j->k}
+ * (H_k = h_k + sum_{l != k} u_{l->k}: the total minus the own message, so a
+ * sweep costs O(n^2), not O(n^3)). m_j = tanh(H_j). The sweep is parallel
+ * (Jacobi): every new message comes from the old H and the old messages;
+ * the two messages of a pair read only each other and H, so they are
+ * updated in place pair by pair. The stopping test is on the messages'
+ * undamped step max |F(u) - u| < tol, the fixed point the backward
+ * differentiates (each |delta H_j| is at most n - 1 times it). A zero
+ * coupling's messages stay exactly 0 and are skipped.
+ *
+ * phi is evaluated without cancellation: atanh(p) of p = tanh a tanh x while
+ * |p| < 1/2, else (1/2) log(cosh(a+x) / cosh(a-x)) =
+ * sgn(a x) min(|a|, |x|) + (1/2)(log1p(e^{-2|a+x|}) - log1p(e^{-2|a-x|})),
+ * which stays exact where p rounds to +-1 and for |a| >> |x|. Its partial
+ * derivatives, with sa = sech^2 a, sx = sech^2 x, t = tanh a, T = tanh x and
+ * 1 - t^2 T^2 = sa + t^2 sx (no cancellation):
+ *   d phi / d x = t sx / (sa + t^2 sx) = t / (r + t^2),  r = sa / sx,
+ *   d phi / d a = T sa / (sa + t^2 sx) = T / (1 + t^2 / r),
+ * r from log sech^2, so nothing is 0/0 when both sech^2 underflow.
+ *
+ * Backward, in message space. The fixed point is u = F(u; h, J), and the
+ * loss sees u through m_j = tanh(H_j): dL/du_{k->j} = g_j (1 - m_j^2) =: r_j
+ * for every k. With p_kj = d phi / d x at (A_jk, x_kj) and q_kj = d phi / d a,
+ * d F_{k->j} / d u_{l->k} = p_kj (l != j), so the adjoint system
+ * (I - dF/du)^T w = r reads, for the multiplier w_lk of message l -> k,
+ *   w_lk = r_k + sum_{j != k, l} p_kj w_kj = r_k + S_k - p_kl w_kl,
+ *   S_k = sum_{j != k} p_kj w_kj,
+ * the same total-minus-own form. Then
+ *   dL/dh_k = r_k (through m_k) + sum_j p_kj w_kj = r_k + S_k,
+ *   dL/dJ_jk = q_kj w_kj + q_jk w_jk (J_jk is the coupling of both messages
+ *   of the pair; a zero coupling's pair still has q != 0 and gets its
+ *   gradient).
+ * The system has n(n-1) unknowns: dense LU would cost O(n^6) time and
+ * O(n^4) memory (4 GB at n = 150), so it is solved by the transposed damped
+ * iteration w <- (1 - lambda) w + lambda (r + P^T w), O(n^2) a sweep. Its
+ * iteration matrix is the transpose of the damped forward's linearisation
+ * at the fixed point, same spectrum, so it converges at the forward's rate
+ * whenever the forward converged (linearly). It stops when its undamped
+ * step is below tol * max |r|, from w = r. */
+#include "internal.h"
+
+#include <string.h>
+
+/* log sech^2(z), without underflow. */
+static inline double lsech2(double z)
+{
+    double a = fabs(z);
+    return log(4.0) - 2.0 * a - 2.0 * log1p(exp(-2.0 * a));
+}
+
+/* The message atanh(tanh a tanh x). */
+static double bp_msg(double a, double x)
+{
+    double p = tanh(a) * tanh(x);
+    if (fabs(p) < 0.5)
+        return atanh(p);
+    /* (1/2)(|a+x| - |a-x|) = sgn(a x) min(|a|, |x|) taken exactly: the
+     * difference would lose everything of x when |a| >> |x| */
+    double mn = fmin(fabs(a), fabs(x));
+    double lead = (a > 0) == (x > 0) ? mn : -mn;
+    return lead + 0.5 * (log1p(exp(-2.0 * fabs(a + x))) - log1p(exp(-2.0 * fabs(a - x))));
+}
+
+/* Its partial derivatives in x (*px) and a (*pa). */
+static void bp_dmsg(double a, double x, double *px, double *pa)
+{
+    double t = tanh(a), T = tanh(x);
+    double r = exp(lsech2(a) - lsech2(x)); /* sa / sx; inf or 0 at the extremes */
+    *px = t / (r + t * t);
+    *pa = T / (1.0 + t * t / r);
+}
+
+/* H (n) = h + the column sums of the messages; m = tanh(H). */
+static void bp_fields(int n, const double *h, const double *u, double *H, double *m)
+{
+    for (int j = 0; j < n; j++)
+        H[j] = h ? h[j] : 0.0;
+    for (int k = 0; k < n; k++) {
+        const double *uk = u + (size_t)k * n;
+        for (int j = 0; j < n; j++)
+            H[j] += uk[j]; /* u_{k->k} = 0 */
+    }
+    if (m)
+        for (int j = 0; j < n; j++)
+            m[j] = tanh(H[j]);
+}
+
+void ba_bp_forward(const ba_mf_settings *s, int n, const double *h, const double *J, int ldj,
+                   double *logw, double *state, ba_mf_info *info)
+{
+    double *m = state, *H = state + n, *u = state + 2 * (size_t)n;
+    memset(u, 0, (size_t)n * n * sizeof *u);
+    bp_fields(n, h, u, H, NULL);
+    ba_mf_info inf = {0, 0};
+    double lam = s->damping;
+    for (int it = 1; it <= s->max_iter; it++) {
+        double res = 0.0;
+        for (int k = 0; k + 1 < n; k++)
+            for (int j = k + 1; j < n; j++) {
+                double a = J[(size_t)k * ldj + j];
+                if (a == 0.0)
+                    continue;
+                double *ukj = u + (size_t)k * n + j, *ujk = u + (size_t)j * n + k;
+                double dkj = bp_msg(a, H[k] - *ujk) - *ukj;
+                double djk = bp_msg(a, H[j] - *ukj) - *ujk;
+                *ukj += lam * dkj;
+                *ujk += lam * djk;
+                dkj = fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
+                res = dkj > res ? dkj : res;
+            }
+        bp_fields(n, h, u, H, NULL);
+        inf.iters = it;
+        if (res < s->tol) {
+            inf.converged = 1;
+            break;
+        }
+    }
+    /* |u_{k->j}| <= |A_jk|, so |H_j| <= |h_j| + sum_k |A_jk| */
+    for (int j = 0; j < n; j++) {
+        m[j] = tanh(H[j]);
+        logw[j] = ba_log_sigmoid2(H[j]);
+    }
+    if (info)
+        *info = inf;
+}
+
+/* The coupling of the pair {j, k}, j != k. */
+static inline double coup(const double *J, int ldj, int j, int k)
+{
+    return j < k ? J[(size_t)j * ldj + k] : J[(size_t)k * ldj + j];
+}
+
+/* S (n): S_k = sum_{j != k} p_kj w_kj. */
+static void bp_sums(int n, const double *P, const double *W, double *S)
+{
+    for (int k = 0; k < n; k++) {
+        const double *pk = P + (size_t)k * n, *wk = W + (size_t)k * n;
+        double acc = 0.0;
+        for (int j = 0; j < n; j++)
+            acc += pk[j] * wk[j]; /* p_kk = 0 */
+        S[k] = acc;
+    }
+}
+
+/* w (n^2) solving w_lk = r_k + S_k - p_kl w_kl by the damped transposed
+ * iteration from w = r. */
+static ba_mf_info bp_adjoint(const ba_mf_settings *s, int n, const double *P, const double *r,
+                             double *W, double *S)
+{
+    double rmax = 0.0;
+    for (int j = 0; j < n; j++)
+        rmax = fabs(r[j]) > rmax ? fabs(r[j]) : rmax;
+    for (int l = 0; l < n; l++)
+        for (int k = 0; k < n; k++)
+            W[(size_t)l * n + k] = l == k ? 0.0 : r[k];
+    ba_mf_info inf = {0, 1};
+    if (rmax == 0.0)
+        return inf; /* w = 0 exactly */
+    inf.converged = 0;
+    double lam = s->damping;
+    for (int it = 1; it <= s->max_iter; it++) {
+        bp_sums(n, P, W, S);
+        double res = 0.0;
+        for (int l = 0; l + 1 < n; l++)
+            for (int k = l + 1; k < n; k++) {
+                double *wlk = W + (size_t)l * n + k, *wkl = W + (size_t)k * n + l;
+                double dlk = r[k] + S[k] - P[(size_t)k * n + l] * *wkl - *wlk;
+                double dkl = r[l] + S[l] - P[(size_t)l * n + k] * *wlk - *wkl;
+                *wlk += lam * dlk;
+                *wkl += lam * dkl;
+                dlk = fabs(dlk) > fabs(dkl) ? fabs(dlk) : fabs(dkl);
+                res = dlk > res ? dlk : res;
+            }
+        inf.iters = it;
+        if (res < s->tol * rmax) {
+            inf.converged = 1;
+            break;
+        }
+    }
+    return inf;
+}
+
+/* ws: P (n^2), W (n^2), r, S (n each). */
+int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
+                   const double *state, const double *g, double *dh, double *dJ, int lddj,
+                   double *ws, ba_mf_info *info, char *err)
+{
+    size_t nn = (size_t)n * n;
+    const double *H = state + n, *u = state + 2 * (size_t)n;
+    double *P = ws, *W = ws + nn, *r = ws + 2 * nn, *S = r + n;
+    for (int j = 0; j < n; j++)
+        r[j] = g[j] * ba_sech2(H[j]);
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < n; j++) {
+            double px = 0.0, pa;
+            if (j != k)
+                bp_dmsg(coup(J, ldj, j, k), H[k] - u[(size_t)j * n + k], &px, &pa);
+            P[(size_t)k * n + j] = px;
+        }
+    ba_mf_info inf = bp_adjoint(s, n, P, r, W, S);
+    bp_sums(n, P, W, S);
+    /* a diverging iteration ends here, before anything is written */
+    for (size_t e = 0; e < nn; e++)
+        if (!isfinite(W[e]))
+            return ba_fail(err, BA_ERR_NUMERIC, "bp adjoint of message %d -> %d is not finite "
+                           "(after %d sweeps)", (int)(e / n), (int)(e % n), inf.iters);
+    if (dh)
+        for (int k = 0; k < n; k++)
+            dh[k] += r[k] + S[k];
+    if (dJ)
+        for (int j = 0; j + 1 < n; j++)
+            for (int k = j + 1; k < n; k++) {
+                double a = J[(size_t)j * ldj + k], px, qkj, qjk;
+                bp_dmsg(a, H[k] - u[(size_t)j * n + k], &px, &qkj); /* k -> j */
+                bp_dmsg(a, H[j] - u[(size_t)k * n + j], &px, &qjk); /* j -> k */
+                dJ[(size_t)j * lddj + k] += qkj * W[(size_t)k * n + j] + qjk * W[(size_t)j * n + k];
+            }
+    if (info)
+        *info = inf;
+    return BA_OK;
+}
