@@ -201,6 +201,13 @@ int ba_state_write(const char *path, ba_model *m, const ba_data_spec *spec, cons
  * NULL); its tensors, step, RNG streams and training time into m (train_s
  * -1 for a state written before the time was kept). */
 int ba_state_open(const char *path, ba_st **st, char *err);
+/* The field bias subtracted from every field of a query that sees n keys:
+ * (1/2) log n for log-n, else 0. The attention layer and ba_model_fields
+ * share it, so the fields they report are the ones the engines see. */
+static inline double ba_field_bias_value(ba_field_bias b, int n)
+{
+    return b == BA_FIELD_BIAS_LOG_N ? 0.5 * log((double)n) : 0.0;
+}
 /* A banded model with absolute couplings stores 0 beyond the band: a
  * loaded file holding anything else there is BA_ERR_FORMAT (what names the
  * file for the message). */

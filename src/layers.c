@@ -204,12 +204,11 @@ static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const 
                            double *hd)
 {
     int T = g->T, C = g->C, d = g->d;
-    int logn = s->field_bias == BA_FIELD_BIAS_LOG_N;
 #pragma omp parallel for schedule(static) if (0.5 * g->B * T * T * d > BA_PAR_MIN_WORK)
     for (int b = 0; b < g->B; b++)
         for (int i = 0; i < T; i++) {
             const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)hh * d;
-            double bias = logn ? 0.5 * log(i + 1.0) : 0.0;
+            double bias = ba_field_bias_value(s->field_bias, i + 1);
             for (int j = 0; j <= i; j++) {
                 const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)hh * d;
                 double acc = 0.0;
@@ -218,6 +217,20 @@ static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const 
                 hd[((size_t)b * T + i) * T + j] = acc * g->scale - bias;
             }
         }
+}
+
+/* The fields of coupling attention's one shared system per row (h = 0
+ * but for the field bias): hd (T,T) row i holds -bias(i+1) at j <= i.
+ * Returns hd, or NULL (h = 0) without a bias. */
+static const double *coupling_fields(const ba_attn_shape *s, double *hd)
+{
+    if (s->field_bias == BA_FIELD_BIAS_NONE)
+        return NULL;
+    int T = s->T;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j <= i; j++)
+            hd[(size_t)i * T + j] = -ba_field_bias_value(s->field_bias, i + 1);
+    return hd;
 }
 
 /* The band engine's window: the band, or without one every earlier key. */
@@ -373,12 +386,8 @@ int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att, ba_
              * The log-n bias is a field of its own: -(1/2) log n, the same
              * for every b too. */
             copy_couplings(s, hh, J, Jd);
-            if (s->field_bias == BA_FIELD_BIAS_LOG_N)
-                for (int i = 0; i < T; i++)
-                    for (int j = 0; j <= i; j++)
-                        hd[(size_t)i * T + j] = -0.5 * log(i + 1.0);
             {
-                const double *h0 = s->field_bias == BA_FIELD_BIAS_LOG_N ? hd : NULL;
+                const double *h0 = coupling_fields(s, hd);
                 if (sampled)
                     rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 1, T,
                                             h0, Jd, T, ld, err);
@@ -516,13 +525,7 @@ int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
                 for (int b = 1; b < B; b++)
                     for (size_t q = 0; q < (size_t)T * T; q++)
                         gd[q] += gd[(size_t)b * T * T + q];
-                const double *h0 = NULL;
-                if (s->field_bias == BA_FIELD_BIAS_LOG_N) {
-                    for (int i = 0; i < T; i++)
-                        for (int j = 0; j <= i; j++)
-                            hd[(size_t)i * T + j] = -0.5 * log(i + 1.0);
-                    h0 = hd;
-                }
+                const double *h0 = coupling_fields(s, hd);
                 if (sampled)
                     rc = ba_sampled_backward(s->sctx[hh], s->sampler, 1, T, gd, NULL, dJd, T, err);
                 else

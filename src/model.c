@@ -652,7 +652,7 @@ int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h,
     const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)head * d;
     /* the same sum, in the same order, as the attention layer's fields,
      * with the same bias */
-    double bias = c->field_bias == BA_FIELD_BIAS_LOG_N ? 0.5 * log(i + 1.0) : 0.0;
+    double bias = ba_field_bias_value(c->field_bias, i + 1);
     for (int j = 0; j <= i; j++) {
         const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)head * d;
         double acc = 0.0;
