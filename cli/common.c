@@ -114,10 +114,8 @@ void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *
 
 int print_exact_skipped(FILE *f, const char *label, const ba_config *cfg)
 {
-    ba_config exact = *cfg;
-    exact.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
     char why[BA_ERR_LEN];
-    if (ba_config_validate(&exact, why) == BA_OK)
+    if (ba_config_check_exact(cfg, why) == BA_OK)
         return 0;
     fprintf(f, "%s (exact inference): skipped: %s\n", label, why);
     return 1;

@@ -219,6 +219,12 @@ int ba_config_distances(const ba_config *cfg);
  * that cancels) and the band engine without a band beyond 17 keys. */
 int ba_config_validate(const ba_config *cfg, char *err);
 
+/* BA_OK when the exact engines can run a model of cfg, its sampler set
+ * aside: whether a sampled model can also be evaluated with exact
+ * inference. Otherwise ba_config_validate's verdict on the exact config
+ * (BA_ERR_LIMIT naming the engine's limit). */
+int ba_config_check_exact(const ba_config *cfg, char *err);
+
 /* Number of parameters a model of cfg has (0 if cfg is invalid), without
  * allocating it. */
 size_t ba_config_num_params(const ba_config *cfg);

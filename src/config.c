@@ -268,6 +268,15 @@ void ba_param_sizes(const ba_config *c, size_t *sz)
     sz[BA_P_HEADB] = c->out_size;
 }
 
+int ba_config_check_exact(const ba_config *cfg, char *err)
+{
+    if (!cfg)
+        return ba_fail(err, BA_ERR_ARG, "config is NULL");
+    ba_config exact = *cfg;
+    exact.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
+    return ba_config_validate(&exact, err);
+}
+
 size_t ba_config_num_params(const ba_config *cfg)
 {
     if (ba_config_validate(cfg, NULL) != BA_OK)

@@ -633,9 +633,7 @@ static int finish(run_ctx *c, double train_s, char *err)
     if (rc)
         return ba_fail(err, rc, "final evaluation: %s", why);
     int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
-    ba_config exact = *cfg; /* can the exact engines run this model? */
-    exact.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
-    if (!c->stopped && sampled && ba_config_validate(&exact, NULL) == BA_OK) {
+    if (!c->stopped && sampled && ba_config_check_exact(cfg, NULL) == BA_OK) {
         if ((rc = evaluate_exact(t, &r.exact, c, why)))
             return ba_fail(err, rc, "final evaluation with exact inference: %s", why);
         r.has_exact = 1;
