@@ -172,30 +172,6 @@ static int read_args(int argc, char **argv, bench_args *a)
 
 /* ------------------------------------------------------ measurement aids */
 
-/* Resets the kernel's peak-RSS mark; 0 on success. */
-static int reset_peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f)
-        return 1;
-    int bad = fputs("5", f) < 0;
-    return (fclose(f) != 0) | bad;
-}
-
-/* Peak resident memory in MiB (VmHWM); -1 without /proc. */
-static double peak_rss_mib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    long kb = -1;
-    char line[256];
-    while (f && kb < 0 && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %ld kB", &kb) != 1)
-            kb = -1;
-    if (f)
-        fclose(f);
-    return kb >= 0 ? kb / 1024.0 : -1.0;
-}
-
 /* Least-squares slope of y against x over n points (NAN when n < 2). */
 static double ls_slope(const double *x, const double *y, int n)
 {

@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 const char *prog = "bench_train";
 
@@ -89,37 +88,6 @@ static int read_args(int argc, char **argv, bench_args *a)
             a->steps = 3;
     }
     return 0;
-}
-
-/* Resets the kernel's peak-RSS mark; 0 on success. */
-static int reset_peak_rss(void)
-{
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f)
-        return 1;
-    int bad = fputs("5", f) < 0;
-    bad |= fclose(f) != 0;
-    return bad;
-}
-
-/* Peak resident memory in MiB: VmHWM, else ru_maxrss; -1 if neither. */
-static double peak_rss_mib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f) {
-        char line[256];
-        long kb = -1;
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
-                break;
-        fclose(f);
-        if (kb >= 0)
-            return kb / 1024.0;
-    }
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0)
-        return ru.ru_maxrss / 1024.0; /* kB on Linux */
-    return -1.0;
 }
 
 typedef struct {

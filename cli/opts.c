@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -481,6 +482,35 @@ void cpu_model(char *out, size_t len)
         break;
     }
     fclose(f);
+}
+
+int reset_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return 1;
+    int bad = fputs("5", f) < 0;
+    bad |= fclose(f) != 0;
+    return bad;
+}
+
+double peak_rss_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        long kb = -1;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+                break;
+        fclose(f);
+        if (kb >= 0)
+            return kb / 1024.0;
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        return ru.ru_maxrss / 1024.0; /* kB on Linux */
+    return -1.0;
 }
 
 FILE *open_csv(const char *path, const char *header)

@@ -82,6 +82,12 @@ double now_s(void);
 void fmt_duration(double s, char *buf, size_t n);
 /* The CPU's model name from /proc/cpuinfo ("unknown" if none). */
 void cpu_model(char *out, size_t len);
+/* Benchmarks' peak memory: reset_peak_rss resets the kernel's peak-RSS
+ * mark (writing 5 to /proc/self/clear_refs), 0 on success, so the next
+ * peak_rss_mib is one configuration's; peak_rss_mib is VmHWM in MiB, else
+ * getrusage's ru_maxrss (a running maximum), -1 if neither is there. */
+int reset_peak_rss(void);
+double peak_rss_mib(void);
 /* A benchmark's CSV file opened for writing with its header line written:
  * the stream, or NULL after printing why (exit code 2, the path is bad). */
 FILE *open_csv(const char *path, const char *header);
