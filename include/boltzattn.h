@@ -146,8 +146,31 @@ typedef enum {
     BA_ENGINE_REFERENCE = 0,
     BA_ENGINE_FAST = 1,
     BA_ENGINE_BAND = 2,
-    BA_ENGINE_AUTO = 3
+    BA_ENGINE_AUTO = 3,
+    BA_ENGINE_MF = 4,    /* naive mean field: m = tanh(h + A m) */
+    BA_ENGINE_TAP = 5,   /* mean field with the TAP (Onsager) correction */
+    BA_ENGINE_BP = 6,    /* loopy belief propagation */
+    BA_ENGINE_HYBRID = 7 /* exact inside a window W, mean field beyond it */
 } ba_engine;
+
+/* The approximate engines (mf, tap, bp, hybrid) iterate
+ * x <- (1 - damping) x + damping F(x) from the J = 0 solution until the
+ * undamped step max |F(x) - x| is below tol, at most max_iter sweeps per
+ * query. Defaults (ba_approx_default): damping 0.5, tol 1e-8, max_iter
+ * 1000; max_iter at most BA_APPROX_MAX_ITER. A query that has not converged is retried once with a quarter of
+ * the damping and four times the sweeps; one that still has not keeps its
+ * last iterate and is counted (ba_model_approx_stats, the metrics log). */
+typedef struct {
+    double damping; /* in (0, 1] */
+    double tol;     /* > 0, finite */
+    int max_iter;   /* >= 1 */
+} ba_approx;
+#define BA_APPROX_MAX_ITER 1000000
+ba_approx ba_approx_default(void);
+/* BA_OK, or BA_ERR_ARG naming the field out of range. */
+int ba_approx_validate(const ba_approx *a, char *err);
+/* 1 for mf, tap, bp and hybrid. */
+int ba_engine_is_approx(ba_engine e);
 
 /* How a layer's couplings are parameterised. absolute (the paper's): J_jk
  * for every pair of key positions j < k, a (T, T) matrix per head

@@ -622,6 +622,63 @@ int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
                    const double *state, const double *g, double *dh, double *dJ, int lddj,
                    double *ws, ba_mf_info *info, char *err);
 
+/* ---------------- approximate engines, batched (the attention layer's
+ * entry points; src/ising_approx.c for mf/tap/bp, src/ising_hybrid.c for
+ * hybrid). Layouts of the band engine's dense entry points: h (B,T,T) or
+ * NULL (h = 0), logw (B,T,T) with row i of element b the query of the
+ * n = i + 1 keys 0..i (entries j > i not written), J (T,ldj) read for
+ * j < k only (full range: every pair), g = dL/dm (B,T,T), dh (B,T,T) +=
+ * (may be NULL), dJ (T,ldj) += entries j < k (may be NULL).
+ *
+ * The policy on non-convergence (both directions, every method): a query
+ * whose iteration has not converged within s->max_iter sweeps at
+ * s->damping is solved again from the start with damping / 4 and 4 x
+ * max_iter (counted in retried); one that still has not converged keeps
+ * its last iterate (finite) and is counted in unconverged. The backward
+ * repeats the forward of each query (the same sweeps, bit for bit) rather
+ * than storing its state. mf/tap adjoints: LU for n <= BA_APPROX_LU_MAX_N,
+ * else the transposed iteration, with LU as its fallback where that has
+ * not converged (n <= BA_APPROX_LU_FALLBACK_N; beyond it the unconverged
+ * adjoint is counted). Queries run in parallel (OpenMP); stats and the
+ * gradient of the couplings are reduced in a fixed order, so results do not
+ * depend on the thread count.
+ * Errors: BA_ERR_ARG (settings, e not approximate, W outside [1,
+ * BA_BAND_MAX_W] for hybrid, B < 1, T outside [1, BA_MAX_BLOCK], ldj < T,
+ * NULL arrays); BA_ERR_NUMERIC naming the first non-finite h or coupling
+ * (before any output is written) or a query whose fixed point overflowed;
+ * BA_ERR_NOMEM. */
+#define BA_APPROX_LU_MAX_N 48
+#define BA_APPROX_LU_FALLBACK_N 512
+typedef struct {
+    long queries;     /* queries solved (forward and backward count each) */
+    long sweeps;      /* forward sweeps summed over them */
+    int max_sweeps;   /* the most one query took */
+    long retried;     /* queries solved again with a quarter of the damping */
+    long unconverged; /* queries whose last iterate was kept */
+} ba_approx_stats;
+/* to += from (fields summed, max_sweeps the larger). */
+void ba_approx_stats_add(ba_approx_stats *to, const ba_approx_stats *from);
+ba_mf_settings ba_approx_mf_settings(const ba_approx *a);
+/* W is the hybrid engine's exact window (ignored by mf, tap, bp). st (may
+ * be NULL) += this call's counts. */
+int ba_approx_forward(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
+                      const double *J, int ldj, double *logw, ba_approx_stats *st, char *err);
+int ba_approx_backward(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
+                       const double *J, int ldj, const double *g, double *dh, double *dJ,
+                       ba_approx_stats *st, char *err);
+
+/* The hybrid engine (src/ising_hybrid.c), called by ba_approx_forward/
+ * backward after their checks, same layouts and policy: exact chain
+ * inference inside the window W (the band engine) with fields
+ * h_j + sum_{|k-j| > W} A_jk m_k, iterated to self-consistency; gradients
+ * by implicit differentiation, the adjoint iterated through the band
+ * engine's backward (derivation in the file). */
+int ba_hybrid_forward(const ba_approx *a, int W, int B, int T, const double *h, const double *J,
+                      int ldj, double *logw, ba_approx_stats *st, char *err);
+int ba_hybrid_backward(const ba_approx *a, int W, int B, int T, const double *h,
+                       const double *J, int ldj, const double *g, double *dh, double *dJ,
+                       ba_approx_stats *st, char *err);
+
 /* log sigmoid(2x) without cancellation, and 1 - tanh(x)^2 = sech(x)^2 with
  * full relative precision where tanh(x) rounds to +-1. */
 static inline double ba_log_sigmoid2(double x)
