@@ -10,7 +10,7 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build test test-release test-asan run data bench bench-long reproduce results-doc samplers-doc clean help
+.PHONY: all deps build test test-release test-asan run data bench bench-long bench-approx reproduce results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
 
 all: build
@@ -23,9 +23,12 @@ help:
 	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long; no training)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
+	@echo "make reproduce PRESET=approx   the approximate engines trained at charlm T = 12, 20 (mf, tap, bp, hybrid)"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
+	@echo "make approx-doc  regenerate docs/approximate.md from results/approx/accuracy.json (no computing)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
 	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
+	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~15 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 
@@ -96,6 +99,16 @@ LONG_ARGS ?=
 bench-long: build
 	$(BUILD)/bench_long --threads 1 --csv $(BUILD)/bench_long.csv $(LONG_ARGS)
 
+# The approximate engines' cost: one head's forward + backward for softmax,
+# the band engine (W = 8), mf/tap/bp with full-range and banded (W = 8)
+# relative couplings and hybrid (windows 4, 8) at T = 64, 256, 1024, one
+# thread, with sweep counts and the issue's goals, in one run. Slow
+# configurations are capped (--max-s, --max-est); APPROX_ARGS=--T 16,64 is
+# a smoke test of seconds.
+APPROX_ARGS ?=
+bench-approx: build
+	$(BUILD)/bench_approx --threads 1 --csv $(BUILD)/bench_approx.csv $(APPROX_ARGS)
+
 # The paper's comparisons: PRESET=quick (minutes), full (hours), samplers or
 # long (long contexts), into out/PRESET (OUT=DIR to choose; results/PRESET
 # holds the committed runs).
@@ -119,6 +132,11 @@ results-doc: build
 	  $(BIN) report results/long --preset long --section-only --link-prefix ../results/long/ >> docs/results.md.tmp; \
 	fi
 	mv docs/results.md.tmp docs/results.md
+
+# docs/approximate.md from the committed accuracy study (results/approx,
+# written by `boltzattn approx --out results/approx`); nothing is computed.
+approx-doc: build
+	$(BIN) approx --doc docs/approximate.md --from results/approx
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

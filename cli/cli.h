@@ -106,6 +106,10 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
 /* The options train and ablate share (one definition, so their names,
  * defaults and help cannot drift apart): model depth and heads, the data
  * settings, the engine and the optimisation schedule. */
+/* A macro's value as a string literal, for help texts. */
+#define BA_STR_(x) #x
+#define BA_STR(x) BA_STR_(x)
+
 #define SHARED_TRAIN_OPTS                                                                    \
     {"layers", "N", "1", "transformer blocks", 0, 0},                                        \
     {"heads", "N", "1", "attention heads per block", 0, 0},                                  \
@@ -124,7 +128,17 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
      0, 0},                                                                                  \
     {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},                  \
     {"engine", "NAME", "auto",                                                               \
-     "exact Ising engine: auto (band with --band, else fast)|fast|band|reference", 0, 0},     \
+     "Ising engine: exact auto (band with --band, else fast)|fast|band|reference, or "      \
+     "approximate mf|tap|bp|hybrid (any T; hybrid: exact within --window W, mean field "    \
+     "beyond)", 0, 0},                                                                       \
+    {"window", "W", "8 (with --engine hybrid)",                                              \
+     "hybrid engine: couplings within distance W exact, 1.." BA_STR(BA_MAX_BAND)            \
+     "; under --engine hybrid, --band W means the same", 0, 0},                              \
+    {"damping", "X", "0.5", "approximate engines: share of the new iterate, in (0, 1]", 0,  \
+     0},                                                                                     \
+    {"tol", "X", "1e-8", "approximate engines: stop when max |step| < X (0 < X < 1)", 0, 0}, \
+    {"max-iter", "N", "1000", "approximate engines: sweeps per query before the retry "     \
+     "with damping/4 (1.." BA_STR(BA_APPROX_MAX_ITER) ")", 0, 0},                            \
     {"eval-every", "N", "steps/10", "validate every N steps (0 = only at the end)", 0, 0},   \
     {"save-every", "N", "as --eval-every",                                                   \
      "save the checkpoint and resumable state every N steps (0 = only at the end)", 0, 0},  \
@@ -139,9 +153,27 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
 typedef struct {
     int layers, heads;
     ba_engine engine;
+    ba_approx approx;  /* --damping, --tol, --max-iter */
+    int window;        /* --window (or --band under --engine hybrid); 0 unless hybrid */
     ba_data_spec data; /* kinds, held-out size and seed */
 } model_opts;
 int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_settings *s);
+/* --window, --damping, --tol, --max-iter over base values (a checkpoint's,
+ * or ba_approx_default and 0): only with an approximate engine, and
+ * --window only with hybrid, so that no option is silently ignored.
+ * Ranges: damping (0, 1], tol (0, 1], max-iter 1..BA_APPROX_MAX_ITER,
+ * window 1..BA_MAX_BAND. 0 or an exit code. (Under train's hybrid,
+ * --band W is the window too.) */
+int parse_approx_opts(const command *c, ba_engine engine, const ba_approx *base,
+                      int base_window, ba_approx *approx, int *window);
+/* The engine options of eval: the same names and help as train's. */
+#define ENGINE_EVAL_OPTS                                                                     \
+    {"engine", "NAME", "the checkpoint's",                                                   \
+     "Ising engine to evaluate with: reference|fast|band|auto|mf|tap|bp|hybrid", 0, 0},    \
+    {"window", "W", "the checkpoint's, else 8", "hybrid engine: its exact window", 0, 0},   \
+    {"damping", "X", "the checkpoint's, else 0.5", "approximate engines: damping", 0, 0},   \
+    {"tol", "X", "the checkpoint's, else 1e-8", "approximate engines: tolerance", 0, 0},    \
+    {"max-iter", "N", "the checkpoint's, else 1000", "approximate engines: sweeps", 0, 0}
 
 /* One writer per run directory: a POSIX record lock on DIR/.lock (which
  * holds the holder's process id, for people). The kernel drops it when its
@@ -174,5 +206,6 @@ int cmd_couplings(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_dqa(int argc, char **argv);
+int cmd_approx(int argc, char **argv);
 
 #endif

@@ -384,6 +384,35 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n)
 
 /* ------------------------------------------------- shared train options */
 
+int parse_approx_opts(const command *c, ba_engine engine, const ba_approx *base,
+                      int base_window, ba_approx *approx, int *window)
+{
+    static const char *const names[4] = {"window", "damping", "tol", "max-iter"};
+    *approx = *base;
+    *window = engine == BA_ENGINE_HYBRID ? base_window : 0;
+    int is_approx = ba_engine_is_approx(engine), rc;
+    for (int i = 0; i < 4; i++)
+        if (is_set(c, names[i]) && (!is_approx || (i == 0 && engine != BA_ENGINE_HYBRID)))
+            return usage_error(c, "--%s applies to %s, not to the %s engine", names[i],
+                               i == 0 ? "the hybrid engine (--engine hybrid)"
+                                      : "the approximate engines (--engine mf|tap|bp|hybrid)",
+                               ba_engine_name(engine));
+    if (is_set(c, "window") && (rc = get_int(c, "window", 1, BA_MAX_BAND, window)))
+        return rc;
+    if ((is_set(c, "damping") && (rc = get_double(c, "damping", 0, 1, &approx->damping))) ||
+        (is_set(c, "tol") && (rc = get_double(c, "tol", 0, 1, &approx->tol))) ||
+        (is_set(c, "max-iter") &&
+         (rc = get_int(c, "max-iter", 1, BA_APPROX_MAX_ITER, &approx->max_iter))))
+        return rc;
+    if (!(approx->damping > 0))
+        return usage_error(c, "--damping %g: must be above 0 (the iteration would never move)",
+                           approx->damping);
+    if (!(approx->tol > 0))
+        return usage_error(c, "--tol %g: must be above 0 (no iteration reaches it)",
+                           approx->tol);
+    return 0;
+}
+
 int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_settings *s)
 {
     char err[BA_ERR_LEN];
@@ -395,6 +424,9 @@ int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_se
     m->data = ba_data_spec_default(task);
     if (ba_engine_parse(get_str(c, "engine"), &m->engine, err))
         return usage_error(c, "%s", err);
+    ba_approx defaults = ba_approx_default();
+    if ((rc = parse_approx_opts(c, m->engine, &defaults, 0, &m->approx, &m->window)))
+        return rc;
     if ((rc = get_int(c, "layers", 1, 64, &m->layers)) ||
         (rc = get_int(c, "heads", 1, 64, &m->heads)) ||
         (rc = get_int(c, "batch", 1, 1 << 20, &s->batch)) ||

@@ -23,6 +23,7 @@ static void print_main_help(void)
            "  couplings  the couplings J of a checkpoint: CSV, by distance, plots\n"
            "  report   the results report of reproduced grids (Markdown, generated)\n"
            "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
+           "  approx   accuracy of the approximate engines (mf, tap, bp, hybrid) against exact\n"
            "  version  print the version\n\n"
            "'%s COMMAND --help' lists a command's options and their defaults.\n",
            BA_VERSION, prog, prog);
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
     } cmds[] = {{"train", cmd_train}, {"eval", cmd_eval},   {"sample", cmd_sample},
                 {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate},
                 {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"report", cmd_report},
-                {"dqa", cmd_dqa}};
+                {"dqa", cmd_dqa}, {"approx", cmd_approx}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 2, argv + 2);

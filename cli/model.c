@@ -23,6 +23,7 @@ static opt eval_opts[64] = {
      "context length to evaluate at (charlm): shorter than the model's, or longer for a "
      "model without position embeddings whose couplings are relative with a band", 0, 0},
     {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
+    ENGINE_EVAL_OPTS,
     SAMPLER_OPTS("the checkpoint's"),
     {0, 0, 0, 0, 0, 0},
 };
@@ -102,14 +103,29 @@ static int eval_report(const command *c, ba_model *m, ba_task task, const ba_dat
     const ba_config *cfg = ba_model_config(m);
     ba_sampler own = cfg->sampler;
     ba_eval_result r;
+    ba_model_approx_stats_take(m);
     int st, rc = evaluate(c, m, data, items, batch, "eval", &r);
     if (rc)
         return rc;
     sampler_desc(&own, sdesc, sizeof sdesc);
-    printf("%s %s T=%d%s%s%s\n", ba_task_name(task), ba_attn_name(cfg->attn),
+    char eng[64] = "";
+    ba_engine e = ba_config_engine(cfg);
+    int ising = cfg->attn == BA_ATTN_BOLTZMANN || cfg->attn == BA_ATTN_COUPLING;
+    if (ising && !own.kind && ba_engine_is_approx(e))
+        snprintf(eng, sizeof eng, " (engine %s%s)", ba_engine_name(e),
+                 e == BA_ENGINE_HYBRID ? ", window " : "");
+    if (*eng && e == BA_ENGINE_HYBRID)
+        snprintf(eng + strlen(eng) - 1, sizeof eng - strlen(eng) + 1, "%d)", cfg->window);
+    printf("%s %s T=%d%s%s%s%s\n", ba_task_name(task), ba_attn_name(cfg->attn),
            cfg->block_size, own.kind ? " (sampler " : "", own.kind ? sdesc : "",
-           own.kind ? ")" : "");
+           own.kind ? ")" : "", eng);
     print_eval(stdout, "eval", task, &r);
+    if (*eng) { /* how the iterations went: never a silent last iterate */
+        ba_approx_stats a = ba_model_approx_stats_take(m);
+        printf("eval approx: %ld rows, %.1f sweeps on average (at most %d), %ld retried, "
+               "%ld unconverged\n", a.queries, a.queries ? (double)a.sweeps / a.queries : 0.0,
+               a.max_sweeps, a.retried, a.unconverged);
+    }
     if (own.kind == BA_SAMPLER_EXACT)
         return 0;
     if (print_exact_skipped(stdout, "eval", cfg))
@@ -141,6 +157,30 @@ static int resize_model(const command *c, ba_model **m)
     return 0;
 }
 
+/* --engine and the approximate engines' options: the checkpoint's unless
+ * told. */
+static int set_engine(const command *c, ba_model *m)
+{
+    const ba_config *cfg = ba_model_config(m);
+    ba_engine e = cfg->engine;
+    char err[BA_ERR_LEN];
+    if (is_set(c, "engine") && ba_engine_parse(get_str(c, "engine"), &e, err))
+        return usage_error(c, "--engine: %s", err);
+    ba_approx base = ba_engine_is_approx(cfg->engine) ? cfg->approx : ba_approx_default();
+    int window = cfg->window > 0 ? cfg->window : 8, rc;
+    if (e == BA_ENGINE_HYBRID && cfg->window == 0 && cfg->block_size - 1 < window)
+        window = cfg->block_size > 1 ? cfg->block_size - 1 : 1;
+    ba_approx a;
+    if ((rc = parse_approx_opts(c, e, &base, window, &a, &window)))
+        return rc;
+    if (e == cfg->engine && !is_set(c, "window") && !is_set(c, "damping") &&
+        !is_set(c, "tol") && !is_set(c, "max-iter"))
+        return 0;
+    if (ba_model_set_engine(m, e, &a, window, err))
+        return usage_error(c, "--engine %s: %s", ba_engine_name(e), err);
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     const command *c = &eval_cmd;
@@ -166,6 +206,10 @@ int cmd_eval(int argc, char **argv)
     const ba_config *cfg = ba_model_config(m);
     /* --sampler and its options: the checkpoint's own sampler unless told */
     if (is_set(c, "T") && (rc = resize_model(c, &m))) {
+        ba_model_free(m);
+        return rc;
+    }
+    if ((rc = set_engine(c, m))) {
         ba_model_free(m);
         return rc;
     }

@@ -98,11 +98,20 @@ static int on_record(const ba_record *r, void *user, char *err)
 {
     (void)err;
     driver *d = user;
-    if (r->kind != BA_REC_EVAL || d->verbose < 1)
+    int unconv = r->has_approx && r->approx.unconverged > 0;
+    if ((r->kind != BA_REC_EVAL && !unconv) || d->verbose < 1)
         return 0;
     if (d->line_open)
         fprintf(stderr, "\r\033[K");
     d->line_open = 0;
+    if (unconv) /* never silent: the weights of those rows are a last iterate */
+        fprintf(stderr, "%s %ld: %ld of %ld attention rows did not converge (%ld retried with "
+                "a quarter of the damping; metrics.jsonl \"approx\"): consider a smaller "
+                "--damping or a larger --max-iter\n",
+                r->kind == BA_REC_EVAL ? "validation at step" : "steps up to", r->step,
+                r->approx.unconverged, r->approx.queries, r->approx.retried);
+    if (r->kind != BA_REC_EVAL)
+        return 0;
     char label[64];
     snprintf(label, sizeof label, "step %ld (%d items)", r->step, r->eval.n_items);
     print_eval(stderr, label, d->task, &r->eval);
@@ -153,6 +162,8 @@ static void print_header(ba_trainer *t, const char *dir)
         char band[24] = "";
         if (cfg->band > 0)
             snprintf(band, sizeof band, " band=%d", cfg->band);
+        else if (ba_config_engine(cfg) == BA_ENGINE_HYBRID)
+            snprintf(band, sizeof band, " window=%d", cfg->window);
         snprintf(form, sizeof form, " couplings=%s%s engine=%s%s",
                  ba_couplings_name(cfg->couplings), band,
                  ba_engine_name(ba_config_engine(cfg)),
@@ -255,10 +266,6 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
 }
 
 /* ------------------------------------------------------------- train */
-
-/* A numeric macro's value as a string literal, for help texts. */
-#define BA_STR_(x) #x
-#define BA_STR(x) BA_STR_(x)
 
 static opt train_opts[64] = {
     {"task", "charlm|brackets", "brackets", "task to train on", 0, 0},
@@ -471,10 +478,21 @@ static int train_config(const command *c, ba_task task, const model_opts *mo, ba
     if ((rc = parse_sampler_opt(c, &exact, &cfg->sampler)))
         return rc;
     cfg->engine = mo->engine;
+    cfg->approx = mo->approx, cfg->window = mo->window;
     cfg->n_layer = mo->layers, cfg->n_head = mo->heads, cfg->n_embd = embd;
     cfg->ffn = !is_set(c, "no-ffn");
     if ((rc = parse_couplings_opts(c, cfg)))
         return rc;
+    if (cfg->engine == BA_ENGINE_HYBRID) {
+        /* the hybrid's couplings are full range; --band names its window */
+        if (cfg->band > 0 && is_set(c, "window") && cfg->band != cfg->window)
+            return usage_error(c, "--band %d and --window %d: under --engine hybrid both name "
+                               "the exact window; give one", cfg->band, cfg->window);
+        if (cfg->band > 0)
+            cfg->window = cfg->band, cfg->band = 0;
+        if (cfg->window == 0)
+            cfg->window = T - 1 < 8 ? (T > 1 ? T - 1 : 1) : 8;
+    }
     /* what the data will set, so the config can be checked now */
     cfg->head = task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
     cfg->vocab_size = task == BA_TASK_BRACKETS ? 2 * mo->data.kinds : 1;

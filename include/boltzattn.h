@@ -156,10 +156,15 @@ typedef enum {
 /* The approximate engines (mf, tap, bp, hybrid) iterate
  * x <- (1 - damping) x + damping F(x) from the J = 0 solution until the
  * undamped step max |F(x) - x| is below tol, at most max_iter sweeps per
- * query. Defaults (ba_approx_default): damping 0.5, tol 1e-8, max_iter
- * 1000; max_iter at most BA_APPROX_MAX_ITER. A query that has not converged is retried once with a quarter of
- * the damping and four times the sweeps; one that still has not keeps its
- * last iterate and is counted (ba_model_approx_stats, the metrics log). */
+ * query (attention row). Defaults (ba_approx_default): damping 0.5, tol
+ * 1e-8, max_iter 1000 (at most BA_APPROX_MAX_ITER). Gradients are those of
+ * the fixed point, by implicit differentiation (one adjoint solve per row).
+ * The policy on non-convergence: a row that has not converged is solved
+ * again with a quarter of the damping and four times the sweeps; one that
+ * still has not keeps its last iterate as its weights, adds no gradient
+ * (a point that is not a fixed point has no implicit gradient), and is
+ * counted (ba_model_approx_stats_take, "approx" in the metrics log, a line
+ * from the CLI). A diverged adjoint likewise adds nothing and is counted. */
 typedef struct {
     double damping; /* in (0, 1] */
     double tol;     /* > 0, finite */
@@ -169,6 +174,20 @@ typedef struct {
 ba_approx ba_approx_default(void);
 /* BA_OK, or BA_ERR_ARG naming the field out of range. */
 int ba_approx_validate(const ba_approx *a, char *err);
+/* What the approximate engines did over some rows (attention queries):
+ * the forward's sweeps, and the rows retried or left unconverged under the
+ * policy above. A backward counts its adjoint solves the same way (sweeps
+ * of the adjoint iteration, 1 for a direct solve; unconverged: rows whose
+ * forward or adjoint did not converge). */
+typedef struct {
+    long queries;     /* rows solved */
+    long sweeps;      /* sweeps summed over them */
+    int max_sweeps;   /* the most one row took */
+    long retried;     /* rows solved again with a quarter of the damping */
+    long unconverged; /* forward: rows whose last iterate was kept;
+                         backward: rows whose forward or adjoint did not
+                         converge */
+} ba_approx_stats;
 /* 1 for mf, tap, bp and hybrid. */
 int ba_engine_is_approx(ba_engine e);
 
@@ -328,6 +347,10 @@ const ba_real *ba_model_attention(const ba_model *m, int l);
  * measure a sampler on the instances a model actually meets. BA_ERR_ARG if
  * no forward has run or an index is out of range. */
 int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h, char *err);
+/* The approximate engines' counts (ba_approx_stats) summed over every
+ * forward and backward since the last call or the model's creation, and
+ * starts them again from zero. All zero for the other engines. */
+ba_approx_stats ba_model_approx_stats_take(ba_model *m);
 /* Number of positions with a target in the last forward. */
 long ba_model_num_targets(const ba_model *m);
 void ba_model_zero_grad(ba_model *m);
@@ -561,6 +584,13 @@ struct ba_config {
     int band;               /* W: couplings of range at most W (J_jk = 0, not a
                                parameter, for k - j > W); 0 = no band */
     ba_field_bias field_bias; /* sigmoid, boltzmann, coupling */
+    /* approximate engines (engine mf, tap, bp, hybrid): their iteration,
+     * and hybrid's exact window W (1..BA_MAX_BAND; 0 for the other
+     * engines): couplings of range at most W are treated exactly (the band
+     * engine), farther ones by mean field; the couplings themselves are
+     * full range (band 0) */
+    ba_approx approx;
+    int window;
     /* sampled attention (boltzmann/coupling only): BA_SAMPLER_EXACT (the
      * default) uses the exact engine; any other kind draws shots */
     ba_sampler sampler;
@@ -584,6 +614,17 @@ ba_rng *ba_model_sampler_rng(ba_model *m);
  * failure. The activations of the last forward are invalidated: the next
  * ba_model_backward needs a new forward. */
 int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err);
+
+/* Switches the engine the model's Ising attention runs on from now on
+ * (e.g. to evaluate an exact-trained model with an approximate engine);
+ * approx (NULL: ba_approx_default) and window (hybrid only; ignored and
+ * stored as 0 for the others) as in ba_config. The couplings are
+ * unchanged. It becomes part of ba_model_config and later checkpoints.
+ * Errors as ba_config_validate's (the engine's limit on T, settings out of
+ * range, hybrid with a banded model); the model is unchanged on failure.
+ * The last forward's activations are invalidated. */
+int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int window,
+                        char *err);
 
 /* The seed ba_evaluate gives a copy of the sampler RNG, so that evaluating
  * a sampled model returns the same number every time (for the same items

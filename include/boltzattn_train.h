@@ -100,6 +100,13 @@ typedef struct {
      * shot noise alone (shots 0: none, DQA's output is exact). */
     int n, instances, fitted, shots;
     double tv, kl, beta_eff, r2, tv_eff, tv_shot_floor;
+    /* train and eval of a model with an approximate engine (has_approx):
+     * the engines' counts over the steps since the previous train record
+     * (forwards and backwards), or over the evaluation's forwards; in the
+     * log as "approx": {"rows", "sweeps_mean", "sweeps_max", "retried",
+     * "unconverged"} */
+    int has_approx;
+    ba_approx_stats approx;
 } ba_record;
 
 /* A record as one line of JSON without the newline (malloc'd; NULL when

@@ -236,6 +236,7 @@ static int parse_grid(const command *c, int argc, char **argv, lab_grid *g)
         return rc;
     g->seed0 = (uint64_t)seed0;
     g->layers = mo.layers, g->heads = mo.heads, g->engine = mo.engine, g->data = mo.data;
+    g->approx = mo.approx, g->window = mo.window;
     if (is_set(c, "no-ffn") && is_set(c, "no-ffn-too"))
         return usage_error(c, "--no-ffn and --no-ffn-too exclude each other");
     g->nffn = is_set(c, "no-ffn-too") ? 2 : 1;
@@ -340,9 +341,12 @@ static int check_foreign(grid_state *s)
             if (r->finished && strcmp(r->name, name) == 0)
                 return usage_error(s->c,
                                    "%s/runs/%s holds a finished run that is not this grid's "
-                                   "cell (%ld steps, seed %" PRIu64 "; the grid has %ld steps): "
-                                   "move it away or choose another --out",
-                                   s->dir, name, r->steps, r->seed, s->g.train.steps);
+                                   "cell (%ld steps, seed %" PRIu64 ", engine %s; the grid has "
+                                   "%ld steps, engine %s, and its settings): move it away or "
+                                   "choose another --out",
+                                   s->dir, name, r->steps, r->seed,
+                                   ba_engine_name(ba_config_engine(&r->info.config)),
+                                   s->g.train.steps, ba_engine_name(s->g.engine));
         }
     }
     return 0;

@@ -28,6 +28,11 @@ void lab_cell_name(const lab_grid *g, int arm, int T, int C, int ffn, uint64_t s
              label, seed, suffix);
 }
 
+static int is_ising_arm(const lab_arm *a)
+{
+    return a->attn == BA_ATTN_BOLTZMANN || a->attn == BA_ATTN_COUPLING;
+}
+
 ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
 {
     ba_config cfg = ba_config_default(g->arms[arm].attn, T);
@@ -36,6 +41,10 @@ ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
     cfg.couplings = a->form.couplings, cfg.band = a->form.band;
     cfg.field_bias = a->form.field_bias, cfg.pos_emb = a->form.pos_emb;
     cfg.engine = g->engine, cfg.n_layer = g->layers, cfg.n_head = g->heads;
+    if (ba_engine_is_approx(g->engine) && is_ising_arm(a))
+        cfg.approx = g->approx;
+    if (g->engine == BA_ENGINE_HYBRID && is_ising_arm(a))
+        cfg.window = g->window > 0 ? g->window : T - 1 < 8 ? (T > 1 ? T - 1 : 1) : 8;
     cfg.n_embd = C, cfg.ffn = ffn;
     cfg.head = g->task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
     cfg.vocab_size = g->task == BA_TASK_BRACKETS ? 2 * g->data.kinds : 1;
@@ -44,6 +53,38 @@ ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
 }
 
 /* ------------------------------------------------------- grid.json */
+
+/* An approximate engine's settings and window (only such grids have them). */
+static int add_approx(cJSON *o, const lab_grid *g)
+{
+    cJSON *a = cJSON_AddObjectToObject(o, "approx");
+    return a && cJSON_AddNumberToObject(a, "damping", g->approx.damping) &&
+           cJSON_AddNumberToObject(a, "tol", g->approx.tol) &&
+           cJSON_AddNumberToObject(a, "max_iter", g->approx.max_iter) &&
+           cJSON_AddNumberToObject(o, "window", g->window);
+}
+
+static int read_approx(const cJSON *o, lab_grid *g)
+{
+    g->approx = ba_approx_default();
+    g->window = 0;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "approx");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "window");
+    if (!a && !w)
+        return 0;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(a, "damping");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(a, "tol");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(a, "max_iter");
+    if (!cJSON_IsNumber(d) || !cJSON_IsNumber(t) || !cJSON_IsNumber(m) || !cJSON_IsNumber(w) ||
+        m->valuedouble != floor(m->valuedouble) || fabs(m->valuedouble) > 1e9 ||
+        w->valuedouble != floor(w->valuedouble) || w->valuedouble < 0 ||
+        w->valuedouble > BA_MAX_BAND)
+        return -1;
+    g->approx.damping = d->valuedouble, g->approx.tol = t->valuedouble;
+    g->approx.max_iter = (int)m->valuedouble;
+    g->window = (int)w->valuedouble;
+    return ba_approx_validate(&g->approx, NULL) ? -1 : 0;
+}
 
 static cJSON *sampler_object(const ba_sampler *s)
 {
@@ -110,6 +151,7 @@ static cJSON *grid_object(const lab_grid *g)
          cJSON_AddNumberToObject(o, "layers", g->layers) &&
          cJSON_AddNumberToObject(o, "heads", g->heads) &&
          cJSON_AddStringToObject(o, "engine", ba_engine_name(g->engine)) &&
+         (!ba_engine_is_approx(g->engine) || add_approx(o, g)) &&
          cJSON_AddNumberToObject(o, "kinds", g->data.kinds) &&
          cJSON_AddNumberToObject(o, "n_heldout", g->data.n_heldout) &&
          cJSON_AddStringToObject(o, "data_seed", dseed);
@@ -268,6 +310,8 @@ static int grid_from(const cJSON *o, lab_grid *g, const char **bad)
     x = cJSON_GetObjectItemCaseSensitive(o, "engine");
     if (!cJSON_IsString(x) || ba_engine_parse(x->valuestring, &g->engine, NULL))
         return *bad = "engine", -1;
+    if (read_approx(o, g))
+        return *bad = "approx", -1;
     char *tr = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(o, "train"));
     int rc = tr ? ba_train_settings_from_json(tr, &g->train, NULL, NULL) : -1;
     cJSON_free(tr);
@@ -312,6 +356,21 @@ static int run_arm(const lab_grid *g, const lab_run *r)
     return -1;
 }
 
+/* Whether a run's Ising inference is the cell's: the exact engines all
+ * compute the same weights (and older grids recorded fast), so any exact
+ * engine matches any other; an approximate one matches only itself with
+ * the same settings and window. */
+static int same_inference(const lab_grid *g, int arm, int T, const ba_config *run)
+{
+    ba_config cell = lab_cell_config(g, arm, T, run->n_embd, run->ffn);
+    ba_engine er = ba_config_engine(run), ec = ba_config_engine(&cell);
+    if (!is_ising_arm(&g->arms[arm]) || (!ba_engine_is_approx(er) && !ba_engine_is_approx(ec)))
+        return 1;
+    return er == ec && run->window == cell.window &&
+           run->approx.damping == cell.approx.damping && run->approx.tol == cell.approx.tol &&
+           run->approx.max_iter == cell.approx.max_iter;
+}
+
 int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab_cells *out)
 {
     out->g = g;
@@ -334,7 +393,8 @@ int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab
     for (int i = 0; i < rs->n; i++) {
         const lab_run *r = &rs->v[i];
         int a = run_arm(g, r);
-        if (!r->finished || a < 0 || r->task != g->task || r->steps != g->train.steps)
+        if (!r->finished || a < 0 || r->task != g->task || r->steps != g->train.steps ||
+            !same_inference(g, a, r->T, &r->info.config))
             continue;
         for (int j = 0; j < out->n; j++) {
             lab_cell *x = &out->cells[j];

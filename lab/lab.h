@@ -145,6 +145,8 @@ typedef struct {
     /* what every cell shares */
     int layers, heads;
     ba_engine engine;
+    ba_approx approx;         /* the approximate engines' settings */
+    int window;               /* hybrid's window (0: 8, or T - 1 where T <= 8) */
     ba_data_spec data;        /* kinds, held-out size and seed */
     ba_train_settings train;  /* the seed is each cell's */
 } lab_grid;
@@ -242,5 +244,10 @@ int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
 /* dqa --compare-samplers (lab/dqa_compare.c): the option values come from
  * the dqa command's table; 0 or an exit code after printing. */
 int dqa_compare_samplers(const command *c);
+
+/* approx --doc DOC --from DIR (lab/approx_doc.c): the Markdown document
+ * of the approximate engines' accuracy from DIR/accuracy.json alone; 0 or
+ * an exit code after printing. */
+int approx_write_doc(const command *c, const char *doc, const char *from);
 
 #endif

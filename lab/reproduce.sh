@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the paper's comparisons with `boltzattn ablate` and writes the
 # summaries, plots and a generated report.
-# usage: lab/reproduce.sh quick|full|samplers|long [BIN]
+# usage: lab/reproduce.sh quick|full|samplers|long|approx [BIN]
 #   DATA=PATH   Tiny Shakespeare (default: data/tinyshakespeare.txt, else
 #               ../shared/data/tinyshakespeare.txt)
 #   OUT=DIR     results directory (default: out/PRESET; the committed runs
@@ -10,7 +10,7 @@
 #               from the runs finished so far
 # Grids are resumable: rerunning the same preset continues where it stopped.
 set -euo pipefail
-preset=${1:?usage: reproduce.sh quick|full|samplers|long [BIN]}
+preset=${1:?usage: reproduce.sh quick|full|samplers|long|approx [BIN]}
 BIN=${2:-build/boltzattn}
 OUT=${OUT:-out/$preset}
 if [ -z "${DATA:-}" ]; then
@@ -222,8 +222,57 @@ long)
     # what the other chain was still training when this one extrapolated
     extrapolate
     ;;
+approx)
+    # The approximate engines (issue 16) trained as the full preset trains
+    # the charlm headline (C = 32, 1 layer, 1 head, FFN, 20000 steps of 32,
+    # lr 3e-3): boltzmann at T = 12 and 20 on each of mf, tap, bp and hybrid
+    # (window 8), 3 seeds, paired by seed with the exact runs of
+    # results/full (same seeds, data order and settings). Then the exact
+    # runs again (engine fast): their checkpoints are what `boltzattn
+    # approx --ckpt` and `eval --engine` measure the engines on (checkpoints
+    # are not committed), and their perplexities must equal results/full's.
+    # Cost on one core of the development VM: exact T = 12 about 90 s a
+    # run, T = 20 about 23 minutes; the approximate engines take minutes a
+    # run at T = 12 (their sweeps), more at T = 20.
+    AX=(--steps 20000 --batch 32 --lr 3e-3 --seeds 3 --eval-every 2000 --eval-items 512 --log-every 200)
+    APPROX_ENGINES=${APPROX_ENGINES:-mf,tap,bp,hybrid}
+    ENGINE=()  # each grid names its engine
+    JOBS=${JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}
+    [[ $JOBS =~ ^[12]$ ]] || { echo "JOBS must be 1 or 2 (chains side by side), not '$JOBS'" >&2; exit 2; }
+    THREADS=${THREADS:-$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))}
+    [[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "THREADS must be a positive integer, not '$THREADS'" >&2; exit 2; }
+    TH=(--threads "$THREADS")
+    approx_grid() { # T ENGINE
+        ablate --task charlm --attn boltzmann --T "$1" --embd 32 "${AX[@]}" --engine "$2" \
+            --data "$DATA" "${TH[@]}" "${ONLY[@]}" --out "$OUT/charlm-T$1-$2"
+    }
+    # both chains walk the same grids; ablate locks the cell it trains
+    # Cheapest first, so an interrupted preset has whole comparisons. Steps
+    # per second at T = 20 on one core (measured, busy machine): exact 14.6,
+    # mf 18, tap 15, hybrid 3.1, bp 1.2 (its messages cost a tanh and an
+    # atanh each): bp at T = 20 takes about 5 hours a run, so it goes last.
+    approx_chain() {
+        approx_grid 12 fast
+        for e in ${APPROX_ENGINES//,/ }; do approx_grid 12 "$e"; done
+        for e in mf tap; do
+            case ",$APPROX_ENGINES," in *",$e,"*) approx_grid 20 "$e" ;; esac
+        done
+        approx_grid 20 fast
+        for e in hybrid bp; do
+            case ",$APPROX_ENGINES," in *",$e,"*) approx_grid 20 "$e" ;; esac
+        done
+    }
+    if [ "$JOBS" -ge 2 ]; then
+        approx_chain &
+        apid=$!
+        approx_chain
+        wait "$apid"
+    else
+        approx_chain
+    fi
+    ;;
 *)
-    echo "unknown preset '$preset' (quick|full|samplers|long)" >&2
+    echo "unknown preset '$preset' (quick|full|samplers|long|approx)" >&2
     exit 2
     ;;
 esac
@@ -267,6 +316,8 @@ for d in "$OUT"/*/; do
 done
 end=$(date +%s)
 echo "this invocation: $(( (end - start) / 60 )) minutes" >&2
+# the approx preset's comparison is docs/approximate.md's, not a report's
+[ "$preset" = approx ] && exit 0
 # the report replaces report.md only once it is complete
 "$BIN" report "$OUT" --preset "$preset" >"$OUT/report.md.tmp"
 mv "$OUT/report.md.tmp" "$OUT/report.md"

@@ -38,6 +38,8 @@ ba_config ba_config_default(ba_attn attn, int block_size)
     c.couplings = BA_COUPLINGS_ABSOLUTE;
     c.band = 0;
     c.field_bias = BA_FIELD_BIAS_NONE;
+    c.approx = ba_approx_default();
+    c.window = 0;
     c.sampler = ba_sampler_default(BA_SAMPLER_EXACT);
     return c;
 }
@@ -77,6 +79,36 @@ static int check_band_engine(const ba_config *c, char *err)
     return BA_OK;
 }
 
+/* The approximate engines: their settings, and hybrid's window (the band
+ * engine's limits with W = the window). They run at any T up to
+ * BA_MAX_BLOCK. */
+static int check_approx_engine(const ba_config *c, ba_engine e, char *err)
+{
+    char why[BA_ERR_LEN];
+    if (ba_approx_validate(&c->approx, why))
+        return ba_fail(err, BA_ERR_ARG, "%s engine: %s", ba_engine_name(e), why);
+    if (e != BA_ENGINE_HYBRID)
+        return BA_OK;
+    int T = c->block_size, W = c->window;
+    if (c->band > 0)
+        return ba_fail(err, BA_ERR_ARG,
+                       "the hybrid engine takes full-range couplings and treats those within "
+                       "its window exactly; a band (W = %d) leaves it nothing beyond the window "
+                       "(use the band engine, or give the hybrid its window with window, "
+                       "--band under --engine hybrid)",
+                       c->band);
+    if (W < 1 || W > BA_MAX_BAND)
+        return ba_fail(err, BA_ERR_ARG, "hybrid window W = %d is outside [1, %d]", W,
+                       BA_MAX_BAND);
+    int we = W < T - 1 ? W : T - 1;
+    if (we > 0 && ((size_t)T << we) > BA_BAND_MAX_CELLS)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d with hybrid window W = %d is too large: the band engine keeps "
+                       "T * 2^W = %zu window values per thread, at most %zu",
+                       T, W, (size_t)T << we, (size_t)BA_BAND_MAX_CELLS);
+    return BA_OK;
+}
+
 /* The engine's or the sampler's limit on T for Ising attention. */
 static int check_ising_limit(const ba_config *c, char *err)
 {
@@ -96,6 +128,8 @@ static int check_ising_limit(const ba_config *c, char *err)
     ba_engine e = ba_config_engine(c);
     if (e == BA_ENGINE_BAND)
         return check_band_engine(c, err);
+    if (ba_engine_is_approx(e))
+        return check_approx_engine(c, e, err);
     int lim = ba_engine_max_spins(e);
     if (c->block_size <= lim)
         return BA_OK;
@@ -161,8 +195,13 @@ int ba_config_validate(const ba_config *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "config is NULL");
     if ((unsigned)c->attn > BA_ATTN_COUPLING)
         return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)c->attn);
-    if ((unsigned)c->engine > BA_ENGINE_AUTO)
+    if ((unsigned)c->engine > BA_ENGINE_HYBRID)
         return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)c->engine);
+    if (c->window != 0 && ba_config_engine(c) != BA_ENGINE_HYBRID)
+        return ba_fail(err, BA_ERR_ARG,
+                       "window W = %d belongs to the hybrid engine; the %s engine has none "
+                       "(0)",
+                       c->window, ba_engine_name(ba_config_engine(c)));
     if ((unsigned)c->head > BA_HEAD_POINTER)
         return ba_fail(err, BA_ERR_ARG, "head %d is not a known output head", (int)c->head);
     if (c->n_layer < 1 || c->n_layer > 64)
@@ -405,6 +444,16 @@ static int add_config(cJSON *o, const ba_config *cfg, const ba_data_spec *spec)
              cJSON_AddStringToObject(o, "couplings", ba_couplings_name(cfg->couplings)) &&
              cJSON_AddNumberToObject(o, "band", cfg->band) &&
              cJSON_AddStringToObject(o, "field_bias", ba_field_bias_name(cfg->field_bias));
+    /* only Ising configs on an approximate engine carry its settings, so
+     * the others' files are as before */
+    if (ok && ba_engine_is_approx(cfg->engine) &&
+        (cfg->attn == BA_ATTN_BOLTZMANN || cfg->attn == BA_ATTN_COUPLING)) {
+        cJSON *a = cJSON_AddObjectToObject(o, "approx");
+        ok = a && cJSON_AddNumberToObject(a, "damping", cfg->approx.damping) &&
+             cJSON_AddNumberToObject(a, "tol", cfg->approx.tol) &&
+             cJSON_AddNumberToObject(a, "max_iter", cfg->approx.max_iter) &&
+             cJSON_AddNumberToObject(o, "window", cfg->window);
+    }
     if (ok && spec) {
         char seed[24];
         snprintf(seed, sizeof seed, "%" PRIu64, spec->data_seed);
@@ -594,6 +643,33 @@ static int cfg_names(const cJSON *o, ba_config *c, ba_data_spec *d, int *has_tas
     return rc;
 }
 
+/* "approx" (absent: the defaults) and "window" (absent: 0). Range checks
+ * are ba_config_validate's. */
+static int cfg_approx(const cJSON *o, ba_config *c, char *err)
+{
+    int rc = cfg_int(o, "window", 0, &c->window, err);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "approx");
+    if (rc || !a)
+        return rc;
+    if (!cJSON_IsObject(a))
+        return ba_fail(err, BA_ERR_FORMAT, "config field 'approx' is %s, expected an object",
+                       ba_json_type(a));
+    if ((rc = ba_json_check_keys(a, "approx", err)))
+        return rc;
+    static const char *const keys[2] = {"damping", "tol"};
+    double *vals[2] = {&c->approx.damping, &c->approx.tol};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(a, keys[i]);
+        if (!it)
+            continue;
+        if (!cJSON_IsNumber(it))
+            return ba_fail(err, BA_ERR_FORMAT, "config field 'approx.%s' is %s, expected a "
+                           "number", keys[i], ba_json_type(it));
+        *vals[i] = it->valuedouble;
+    }
+    return cfg_int(a, "max_iter", 0, &c->approx.max_iter, err);
+}
+
 static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int *has_task,
                               char *err)
 {
@@ -622,7 +698,7 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
         return ba_fail(err, BA_ERR_FORMAT, "config field 'pos_emb' is %s, expected true or false",
                        ba_json_type(pe));
     c->pos_emb = !pe || cJSON_IsTrue(pe) ? 1 : 0;
-    if ((rc = cfg_sampler(o, &c->sampler, err)))
+    if ((rc = cfg_sampler(o, &c->sampler, err)) || (rc = cfg_approx(o, c, err)))
         return rc;
     /* An out-of-range vocab_size is left to ba_config_validate to report;
      * reading a vocab for it could overrun d->vocab. */

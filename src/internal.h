@@ -489,7 +489,7 @@ void ba_residual_forward(ba_real *out, const ba_real *a, const ba_real *b,
  * out (B,T,C). */
 typedef struct {
     ba_attn attn;
-    ba_engine engine; /* resolved: reference, fast or band (never auto) */
+    ba_engine engine; /* resolved (never auto) */
     int B, T, C, H, Tmax;
     ba_engine_ctx **ctx; /* (H) one per head, or NULL for stateless calls */
     /* Sampled attention, used when sampler is not NULL and not exact
@@ -508,6 +508,12 @@ typedef struct {
     ba_couplings couplings;
     int band, D;
     ba_field_bias field_bias;
+    /* The approximate engines (engine mf, tap, bp, hybrid): their settings,
+     * hybrid's window, and counts (ba_approx_stats) added to *astats (may
+     * be NULL) by every forward and backward. */
+    ba_approx approx;
+    int window;
+    ba_approx_stats *astats;
 } ba_attn_shape;
 
 int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,
@@ -637,9 +643,15 @@ int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
  * its last iterate (finite) and is counted in unconverged. The backward
  * repeats the forward of each query (the same sweeps, bit for bit) rather
  * than storing its state. mf/tap adjoints: LU for n <= BA_APPROX_LU_MAX_N,
- * else the transposed iteration, with LU as its fallback where that has
- * not converged (n <= BA_APPROX_LU_FALLBACK_N; beyond it the unconverged
- * adjoint is counted). Queries run in parallel (OpenMP); stats and the
+ * else the transposed iteration (its spectrum is the converged forward's,
+ * so it converges where the forward did); bp's adjoint always iterates.
+ * The backward's stats count the adjoint solves: sweeps (LU: 1), and in
+ * unconverged the rows whose forward or adjoint did not converge. A row
+ * whose forward did not converge, or whose adjoint diverged (not finite),
+ * adds no gradient: the implicit gradient is that of a fixed point, which
+ * such a row does not have; an adjoint iteration that stopped unconverged
+ * but finite adds its last iterate's. Queries run in parallel
+ * (OpenMP); stats and the
  * gradient of the couplings are reduced in a fixed order, so results do not
  * depend on the thread count.
  * Errors: BA_ERR_ARG (settings, e not approximate, W outside [1,
@@ -648,14 +660,6 @@ int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
  * (before any output is written) or a query whose fixed point overflowed;
  * BA_ERR_NOMEM. */
 #define BA_APPROX_LU_MAX_N 48
-#define BA_APPROX_LU_FALLBACK_N 512
-typedef struct {
-    long queries;     /* queries solved (forward and backward count each) */
-    long sweeps;      /* forward sweeps summed over them */
-    int max_sweeps;   /* the most one query took */
-    long retried;     /* queries solved again with a quarter of the damping */
-    long unconverged; /* queries whose last iterate was kept */
-} ba_approx_stats;
 /* to += from (fields summed, max_sweeps the larger). */
 void ba_approx_stats_add(ba_approx_stats *to, const ba_approx_stats *from);
 ba_mf_settings ba_approx_mf_settings(const ba_approx *a);

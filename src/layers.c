@@ -317,13 +317,17 @@ static int uses_band_layout(const ba_attn_shape *s)
     return s->engine == BA_ENGINE_BAND && !is_sampled(s);
 }
 
-/* The exact engine of s over B queries' rows: the band engine with its
- * width, else the enumerating engines through their contexts. */
+/* The engine of s over B queries' rows: the band engine with its width,
+ * the approximate engines with their settings, else the enumerating
+ * engines through their contexts. */
 static int exact_forward(const ba_attn_shape *s, int hh, int B, const double *h,
                          const double *Jd, double *logw, char *err)
 {
     if (s->engine == BA_ENGINE_BAND)
         return ba_band_forward_jb(band_width(s), B, s->T, h, Jd, logw, err);
+    if (ba_engine_is_approx(s->engine))
+        return ba_approx_forward(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T, logw,
+                                 s->astats, err);
     return ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
                                  logw, err);
 }
@@ -333,6 +337,9 @@ static int exact_backward(const ba_attn_shape *s, int hh, int B, const double *h
 {
     if (s->engine == BA_ENGINE_BAND)
         return ba_band_backward_jb(band_width(s), B, s->T, h, Jd, g, dh, dJd, err);
+    if (ba_engine_is_approx(s->engine))
+        return ba_approx_backward(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T, g, dh,
+                                  dJd, s->astats, err);
     return ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
                                   g, dh, dJd, err);
 }

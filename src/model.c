@@ -66,6 +66,7 @@ struct ba_model {
     ba_rng srng;           /* the sampler RNG (ba_model_sampler_rng) */
     long n_targets;
     int has_targets;
+    ba_approx_stats astats; /* the approximate engines' counts since the last take */
 };
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
@@ -226,6 +227,23 @@ int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err)
     m->cfg.sampler = *s;
     /* The saved activations (and shots) belong to the old sampler. */
     m->has_targets = 0;
+    return BA_OK;
+}
+
+int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int window,
+                        char *err)
+{
+    if (!m)
+        return ba_fail(err, BA_ERR_ARG, "ba_model_set_engine: model is NULL");
+    ba_config c = m->cfg;
+    c.engine = e;
+    c.approx = approx ? *approx : ba_approx_default();
+    c.window = e == BA_ENGINE_HYBRID ? window : 0;
+    int rc = ba_config_validate(&c, err);
+    if (rc)
+        return rc;
+    m->cfg = c;
+    m->has_targets = 0; /* the saved activations belong to the old engine */
     return BA_OK;
 }
 
@@ -525,7 +543,17 @@ static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng)
     as.band = c->band;
     as.D = ba_config_distances(c);
     as.field_bias = c->field_bias;
+    as.approx = c->approx;
+    as.window = c->window;
+    as.astats = &m->astats;
     return as;
+}
+
+ba_approx_stats ba_model_approx_stats_take(ba_model *m)
+{
+    ba_approx_stats st = m->astats;
+    memset(&m->astats, 0, sizeof m->astats);
+    return st;
 }
 
 int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,

@@ -49,8 +49,24 @@ static int add_eval(cJSON *o, const char *prefix, const ba_eval_result *e, int d
            add_f(o, k[2], e->accuracy, decimals);
 }
 
+/* "approx": the approximate engines' counts of a train or eval record. */
+static int add_approx(cJSON *o, const ba_record *r)
+{
+    if (!r->has_approx || (r->kind != BA_REC_TRAIN && r->kind != BA_REC_EVAL))
+        return 1;
+    const ba_approx_stats *a = &r->approx;
+    cJSON *x = cJSON_AddObjectToObject(o, "approx");
+    return x && cJSON_AddNumberToObject(x, "rows", (double)a->queries) &&
+           add_f(x, "sweeps_mean", a->queries ? (double)a->sweeps / a->queries : 0.0, 2) &&
+           cJSON_AddNumberToObject(x, "sweeps_max", a->max_sweeps) &&
+           cJSON_AddNumberToObject(x, "retried", (double)a->retried) &&
+           cJSON_AddNumberToObject(x, "unconverged", (double)a->unconverged);
+}
+
 static int add_record_fields(cJSON *o, const ba_record *r)
 {
+    if (!add_approx(o, r))
+        return 0;
     switch (r->kind) {
     case BA_REC_CONFIG:
         return cJSON_AddNumberToObject(o, "params", (double)r->params) != NULL;
@@ -146,8 +162,39 @@ static int get_eval(const cJSON *o, const char *prefix, ba_eval_result *e, char 
     return BA_OK;
 }
 
+/* The optional "approx" object of a train or eval record. */
+static int get_approx(const cJSON *o, ba_record *r, char *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "approx");
+    if (!a)
+        return BA_OK;
+    if (!cJSON_IsObject(a))
+        return ba_fail(err, BA_ERR_FORMAT, "record field 'approx' is %s, expected an object",
+                       ba_json_type(a));
+    double x[5];
+    static const char *const keys[5] = {"rows", "sweeps_mean", "sweeps_max", "retried",
+                                        "unconverged"};
+    for (int i = 0; i < 5; i++) {
+        int rc = get_num(a, keys[i], NAN, &x[i], err);
+        if (rc)
+            return rc;
+        if (!(x[i] >= 0 && x[i] < 1e15))
+            return ba_fail(err, BA_ERR_FORMAT, "record field 'approx.%s' = %g is not a count",
+                           keys[i], x[i]);
+    }
+    r->has_approx = 1;
+    r->approx.queries = (long)x[0];
+    r->approx.sweeps = (long)llround(x[1] * x[0]);
+    r->approx.max_sweeps = (int)fmin(x[2], 2e9);
+    r->approx.retried = (long)x[3];
+    r->approx.unconverged = (long)x[4];
+    return BA_OK;
+}
+
 static int record_fields_from(const cJSON *o, ba_record *r, char *err)
 {
+    if ((r->kind == BA_REC_TRAIN || r->kind == BA_REC_EVAL) && get_approx(o, r, err))
+        return BA_ERR_FORMAT;
     double x[8] = {0};
     int rc = BA_OK;
     switch (r->kind) {

@@ -34,6 +34,7 @@ struct ba_trainer {
     double prior_s;      /* training time of earlier calls; -1: a state that did not keep it */
     int restored;        /* continues a saved run: its log is trimmed and appended */
     int *in, *tg;        /* (B,T) the batch buffers */
+    ba_approx_stats approx; /* approximate engines' counts since the last train record */
 };
 
 static double now_s(void)
@@ -284,6 +285,8 @@ int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, 
         if ((rc = ba_model_backward(t->m, err)) == BA_OK)
             rc = ba_model_step(t->m, &s->opt, rate, &gn, err);
     }
+    ba_approx_stats st = ba_model_approx_stats_take(t->m);
+    ba_approx_stats_add(&t->approx, &st);
     if (loss)
         *loss = l;
     if (lr)
@@ -552,9 +555,14 @@ static int periodic_eval(run_ctx *c, long done, char *err)
     r.kind = BA_REC_EVAL;
     r.step = done;
     char why[BA_ERR_LEN];
+    /* the evaluation's own counts, apart from the training steps' */
+    ba_approx_stats st = ba_model_approx_stats_take(c->t->m);
+    ba_approx_stats_add(&c->t->approx, &st);
     int rc = ba_trainer_evaluate(c->t, c->t->s.eval_items, &r.eval, why);
     if (rc)
         return ba_fail(err, rc, "evaluation at step %ld: %s", done, why);
+    r.approx = ba_model_approx_stats_take(c->t->m);
+    r.has_approx = ba_engine_is_approx(ba_config_engine(ba_model_config(c->t->m)));
     if ((rc = emit(c, &r, err)))
         return rc;
     if (ba_model_config(c->t->m)->sampler.kind != BA_SAMPLER_EXACT) {
@@ -588,8 +596,13 @@ static int one_step(run_ctx *c, int *stop, char *err)
     r.step = done;
     r.steps_per_s = (double)(done - c->start) / fmax(el, 1e-9);
     r.elapsed_s = el;
-    if ((done % s->log_every == 0 || done == s->steps) && (rc = emit(c, &r, err)))
-        return rc;
+    if (done % s->log_every == 0 || done == s->steps) {
+        r.has_approx = ba_engine_is_approx(ba_config_engine(ba_model_config(t->m)));
+        r.approx = t->approx;
+        memset(&t->approx, 0, sizeof t->approx);
+        if ((rc = emit(c, &r, err)))
+            return rc;
+    }
     if (c->h && c->h->progress)
         c->h->progress(&r, c->h->user);
     if (s->eval_every > 0 && done % s->eval_every == 0 && done < s->steps &&

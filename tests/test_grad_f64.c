@@ -197,7 +197,13 @@ typedef struct {
     ba_couplings couplings;
     int band, D;
     ba_field_bias bias;
+    int window; /* the hybrid engine's */
 } att_variant;
+
+/* The approximate engines converged far below the finite differences'
+ * resolution, so that the implicit gradient is the derivative of what the
+ * forward returns. */
+static const ba_approx TIGHT = {0.5, 1e-14, 20000};
 
 static void check_attention_v(const att_variant *v, int T, int Tmax)
 {
@@ -213,17 +219,23 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
     double *dqkv = calloc(nqkv, sizeof(double)), *dJ = calloc(nJ, sizeof(double));
     double *nq = malloc(sizeof(double) * nqkv), *nJg = calloc(nJ, sizeof(double));
     fill_normal(&r, qkv, nqkv, 1.0);
+    /* mean field and its kin are made for weak couplings: at 0.7 tap's
+     * correction would be as large as the fields */
+    double js = ba_engine_is_approx(v->engine) ? 0.3 : 0.7;
     if (rel)
-        fill_normal(&r, J, nJ, 0.7);
+        fill_normal(&r, J, nJ, js);
     else /* every upper entry, in the band or not: beyond it must be ignored */
         for (int h = 0; h < H; h++)
             for (int j = 0; j < Tmax; j++)
                 for (int k = j + 1; k < Tmax; k++)
-                    J[((size_t)h * Tmax + j) * Tmax + k] = 0.7 * ba_rng_normal(&r);
+                    J[((size_t)h * Tmax + j) * Tmax + k] = js * ba_rng_normal(&r);
     fill_normal(&r, wts, nout, 1.0);
     att_ctx c = {{v->attn, v->engine, B, T, C, H, Tmax, NULL, NULL, NULL, NULL, v->couplings,
-                  v->band, v->D, v->bias},
+                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL},
                  qkv, J, out, att, pre, wts};
+    ba_approx_stats st = {0, 0, 0, 0, 0};
+    if (ba_engine_is_approx(v->engine))
+        c.s.approx = TIGHT, c.s.window = v->window, c.s.astats = &st;
     att_loss(&c);
     /* rows of a sum to 1 and nothing leaks above the diagonal */
     for (size_t row = 0; row < (size_t)B * H * T; row++) {
@@ -274,13 +286,19 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
                     for (int k = j + v->band + 1; k < Tmax; k++)
                         assert_true(dJ[((size_t)h * Tmax + j) * Tmax + k] == 0.0);
     }
+    if (ba_engine_is_approx(v->engine)) {
+        /* every row converged: the finite differences saw a smooth map */
+        assert_true(st.queries > 0);
+        assert_int_equal(st.unconverged, 0);
+        assert_int_equal(st.retried, 0);
+    }
     free(qkv), free(J), free(out), free(wts), free(att), free(pre), free(dqkv), free(dJ);
     free(nq), free(nJg);
 }
 
 static void check_attention(ba_attn attn, int T, int Tmax)
 {
-    att_variant v = {attn, BA_ENGINE_REFERENCE, BA_COUPLINGS_ABSOLUTE, 0, 0, BA_FIELD_BIAS_NONE};
+    att_variant v = {attn, BA_ENGINE_REFERENCE, BA_COUPLINGS_ABSOLUTE, 0, 0, BA_FIELD_BIAS_NONE, 0};
     check_attention_v(&v, T, Tmax);
 }
 
@@ -306,11 +324,34 @@ static void test_attention_long_forms(void **s)
     const ba_couplings A = BA_COUPLINGS_ABSOLUTE, RL = BA_COUPLINGS_RELATIVE;
     const ba_field_bias N0 = BA_FIELD_BIAS_NONE, LN = BA_FIELD_BIAS_LOG_N;
     const att_variant vs[] = {
-        {BA_ATTN_BOLTZMANN, R, A, 2, 0, N0},  {BA_ATTN_BOLTZMANN, BD, A, 2, 0, N0},
-        {BA_ATTN_BOLTZMANN, F, A, 3, 0, N0},  {BA_ATTN_BOLTZMANN, R, RL, 0, 6, N0},
-        {BA_ATTN_BOLTZMANN, BD, RL, 3, 3, N0}, {BA_ATTN_BOLTZMANN, BD, A, 0, 0, N0},
-        {BA_ATTN_BOLTZMANN, BD, RL, 2, 2, LN}, {BA_ATTN_SIGMOID, R, A, 0, 0, LN},
-        {BA_ATTN_COUPLING, BD, RL, 2, 2, LN},  {BA_ATTN_COUPLING, R, A, 3, 0, LN},
+        {BA_ATTN_BOLTZMANN, R, A, 2, 0, N0, 0},  {BA_ATTN_BOLTZMANN, BD, A, 2, 0, N0, 0},
+        {BA_ATTN_BOLTZMANN, F, A, 3, 0, N0, 0},  {BA_ATTN_BOLTZMANN, R, RL, 0, 6, N0, 0},
+        {BA_ATTN_BOLTZMANN, BD, RL, 3, 3, N0, 0}, {BA_ATTN_BOLTZMANN, BD, A, 0, 0, N0, 0},
+        {BA_ATTN_BOLTZMANN, BD, RL, 2, 2, LN, 0}, {BA_ATTN_SIGMOID, R, A, 0, 0, LN, 0},
+        {BA_ATTN_COUPLING, BD, RL, 2, 2, LN, 0},  {BA_ATTN_COUPLING, R, A, 3, 0, LN, 0},
+    };
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
+        check_attention_v(&vs[i], 7, vs[i].couplings == RL ? 7 : 8);
+}
+
+/* The approximate engines (spec section 8, "Mean-field family") through
+ * the layer: mf, tap and bp on full-range, relative and banded couplings,
+ * hybrid with windows 1 and 2 on full-range ones, the log-n bias and
+ * coupling attention. The layer's gradient is the engines' implicit one
+ * (exact for the approximate model), so finite differences of the layer's
+ * forward hold it to the same 1e-6. */
+static void test_attention_approx(void **s)
+{
+    (void)s;
+    const ba_couplings A = BA_COUPLINGS_ABSOLUTE, RL = BA_COUPLINGS_RELATIVE;
+    const ba_field_bias N0 = BA_FIELD_BIAS_NONE, LN = BA_FIELD_BIAS_LOG_N;
+    const ba_attn BZ = BA_ATTN_BOLTZMANN, CP = BA_ATTN_COUPLING;
+    const att_variant vs[] = {
+        {BZ, BA_ENGINE_MF, A, 0, 0, N0, 0},     {BZ, BA_ENGINE_TAP, A, 0, 0, N0, 0},
+        {BZ, BA_ENGINE_BP, A, 0, 0, N0, 0},     {BZ, BA_ENGINE_MF, RL, 0, 6, LN, 0},
+        {BZ, BA_ENGINE_TAP, RL, 2, 2, N0, 0},   {BZ, BA_ENGINE_BP, A, 3, 0, LN, 0},
+        {BZ, BA_ENGINE_HYBRID, A, 0, 0, N0, 2}, {BZ, BA_ENGINE_HYBRID, RL, 0, 6, LN, 1},
+        {CP, BA_ENGINE_MF, RL, 0, 6, LN, 0},    {CP, BA_ENGINE_HYBRID, A, 0, 0, LN, 2},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
         check_attention_v(&vs[i], 7, vs[i].couplings == RL ? 7 : 8);
@@ -410,7 +451,8 @@ static void check_model_cfg(ba_task task, ba_attn attn, int ffn, const ba_config
     ba_config cfg = ba_config_default(attn, T);
     if (form) /* the long-context fields */
         cfg.couplings = form->couplings, cfg.band = form->band, cfg.engine = form->engine,
-        cfg.field_bias = form->field_bias, cfg.pos_emb = form->pos_emb;
+        cfg.field_bias = form->field_bias, cfg.pos_emb = form->pos_emb,
+        cfg.approx = form->approx, cfg.window = form->window;
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 8, cfg.ffn = ffn;
     if (task == BA_TASK_CHARLM)
         cfg.vocab_size = 5, cfg.out_size = 5;
@@ -480,6 +522,14 @@ static void test_model_long_forms(void **state)
     f.engine = BA_ENGINE_AUTO, f.band = 0, f.couplings = BA_COUPLINGS_ABSOLUTE;
     f.field_bias = BA_FIELD_BIAS_LOG_N;
     check_model_cfg(BA_TASK_CHARLM, BA_ATTN_SIGMOID, 1, &f);
+    /* the approximate engines, converged tightly (see TIGHT) */
+    f.approx = TIGHT, f.field_bias = BA_FIELD_BIAS_NONE;
+    f.engine = BA_ENGINE_MF, f.couplings = BA_COUPLINGS_RELATIVE, f.pos_emb = 0;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 1, &f);
+    f.engine = BA_ENGINE_BP, f.couplings = BA_COUPLINGS_ABSOLUTE, f.pos_emb = 1;
+    check_model_cfg(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 0, &f);
+    f.engine = BA_ENGINE_HYBRID, f.window = 2, f.field_bias = BA_FIELD_BIAS_LOG_N;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 1, &f);
 }
 
 static void test_model_all_variants(void **state)
@@ -553,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_attention_boltzmann),
         cmocka_unit_test(test_attention_coupling),
         cmocka_unit_test(test_attention_long_forms),
+        cmocka_unit_test(test_attention_approx),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_model_all_variants),
         cmocka_unit_test(test_model_long_forms),
