@@ -28,7 +28,7 @@ help:
 	@echo "make approx-doc  regenerate docs/approximate.md from results/approx/accuracy.json (no computing)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
 	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
-	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~15 min; APPROX_ARGS=--T 16,64)"
+	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~10 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make clean  remove build directories"
 

@@ -4,7 +4,8 @@
  * through the library's loop, resumable, shared by processes, summarised
  * with paired confidence intervals against softmax. The grid is recorded
  * in DIR/grid.json, each run in DIR/runs/NAME/run.json; --extrapolate
- * evaluates a grid's runs at a longer T (extrapolate.c). */
+ * evaluates a grid's runs at a longer T (extrapolate.c), --eval-engines its
+ * Ising runs with other engines (engine_eval.c). */
 #include "lab.h"
 
 #include <dirent.h>
@@ -62,6 +63,14 @@ static opt ablate_opts[64] = {
      "grid's), --data (default: each run's) and --threads", 0, 0},
     {"extrapolate-items", "N", "0 (all)",
      "with --extrapolate: evenly spaced validation windows per evaluation", 0, 0},
+    {"eval-engines", "LIST", NULL,
+     "train nothing: evaluate the finished boltzmann/coupling runs of the grid in DIR with "
+     "their own engine and each engine of LIST (e.g. mf,tap,bp,hybrid) into DIR/engines.json "
+     "(as --extrapolate: kept entries, refusals, runs without checkpoint skipped); takes only "
+     "--out, --eval-engines-items, --batch, --data, --threads, and --damping, --tol, "
+     "--max-iter, --window (hybrid's, default 8 or T - 1) for the engines of LIST", 0, 0},
+    {"eval-engines-items", "N", "0 (all)",
+     "with --eval-engines: evenly spaced validation items per evaluation", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
@@ -588,23 +597,36 @@ static int train_missing(grid_state *s, const char *data_path)
     return code;
 }
 
-/* ablate --extrapolate: the grid comes from DIR/grid.json, so grid
- * options would be ignored; they are refused instead. */
+/* The evaluation modes read the grid from DIR/grid.json and train
+ * nothing, so grid options would be ignored; they are refused instead. */
+static int only_opts(const command *c, const char *mode, const char *const *apply, size_t n)
+{
+    for (const opt *o = c->opts; o->name; o++) {
+        int ok = !o->set;
+        for (size_t i = 0; !ok && i < n; i++)
+            ok = strcmp(o->name, apply[i]) == 0;
+        if (!ok)
+            return usage_error(c, "%s reads the grid from DIR/grid.json and trains nothing: "
+                                  "--%s does not apply%s",
+                               mode, o->name,
+                               strcmp(o->name, "engine") == 0
+                                   ? " (each run keeps its own engine; --eval-engines lists "
+                                     "others to evaluate it with)"
+                                   : "");
+    }
+    return 0;
+}
+
+/* ablate --extrapolate (extrapolate.c). */
 static int extrapolate_mode(const command *c)
 {
     static const char *const apply[] = {"out", "extrapolate", "extrapolate-items", "batch",
                                         "data", "threads"};
-    for (const opt *o = c->opts; o->name; o++) {
-        int ok = !o->set;
-        for (size_t i = 0; !ok && i < sizeof apply / sizeof apply[0]; i++)
-            ok = strcmp(o->name, apply[i]) == 0;
-        if (!ok)
-            return usage_error(c, "--extrapolate reads the grid from DIR/grid.json and trains "
-                                  "nothing: --%s does not apply",
-                               o->name);
-    }
+    int rc = only_opts(c, "--extrapolate", apply, sizeof apply / sizeof apply[0]);
+    if (rc)
+        return rc;
     const char *dir = get_str(c, "out");
-    int T2, items = 0, B = 0, rc;
+    int T2, items = 0, B = 0;
     if (!dir || !*dir)
         return usage_error(c, "option '--out' is required");
     if ((rc = get_int(c, "extrapolate", 2, BA_MAX_BLOCK, &T2)) ||
@@ -614,6 +636,18 @@ static int extrapolate_mode(const command *c)
         (rc = apply_threads(c)))
         return rc;
     return lab_extrapolate(c, dir, T2, items, B, is_set(c, "data") ? get_str(c, "data") : NULL);
+}
+
+/* ablate --eval-engines: as --extrapolate, the grid comes from its
+ * grid.json; the list and the engines' options are engine_eval.c's. */
+static int eval_engines_mode(const command *c)
+{
+    static const char *const apply[] = {"out",    "eval-engines", "eval-engines-items",
+                                        "batch",  "data",         "threads",
+                                        "window", "damping",      "tol",
+                                        "max-iter"};
+    int rc = only_opts(c, "--eval-engines", apply, sizeof apply / sizeof apply[0]);
+    return rc ? rc : lab_eval_engines(c);
 }
 
 int cmd_ablate(int argc, char **argv)
@@ -627,6 +661,10 @@ int cmd_ablate(int argc, char **argv)
         return extrapolate_mode(c);
     if (is_set(c, "extrapolate-items"))
         return usage_error(c, "--extrapolate-items needs --extrapolate");
+    if (is_set(c, "eval-engines"))
+        return eval_engines_mode(c);
+    if (is_set(c, "eval-engines-items"))
+        return usage_error(c, "--eval-engines-items needs --eval-engines");
     grid_state s;
     memset(&s, 0, sizeof s);
     s.c = c;

@@ -20,8 +20,8 @@
  * Output: DIR/accuracy.json ("cells": random instances, "checkpoints":
  * checkpoint instances; a run replaces its own part and keeps the other);
  * a line per cell on stdout. --doc DOC --from DIR writes the Markdown
- * document from that file alone (lab/approx_doc.c); the checkpoint
- * instances are lab/approx_ckpt.c's. */
+ * document from that file and the grids beside it (lab/approx_doc.c,
+ * lab/approx_train_doc.c); the checkpoint instances are lab/approx_ckpt.c's. */
 #include "approx.h"
 /* ba_approx_forward, ba_band_forward and ba_field_bias_value: the
  * library's internal entry points, which this study measures */
@@ -65,7 +65,12 @@ static opt approx_opts[] = {
      "with --ckpt: the checkpoint's label in the records", 0, 0},
     {"doc", "DOC", NULL, "write the Markdown document DOC from --from DIR (no computing)", 0,
      0},
-    {"from", "DIR", NULL, "with --doc: the directory holding accuracy.json", 0, 0},
+    {"from", "DIR", NULL,
+     "with --doc: the directory holding accuracy.json (and the grids trained with the "
+     "engines, `make reproduce PRESET=approx`)", 0, 0},
+    {"exact-from", "DIR", "results/full",
+     "with --doc: the grids whose exact-trained runs pair with DIR's grids by seed where DIR "
+     "has no exact grid at that T", 0, 0},
     {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
@@ -80,8 +85,10 @@ static const command approx_cmd = {
     "KL(exact || approx) of the attention row, the worst |delta a_j|, the convergence\n"
     "rates and sweeps. Writes DIR/accuracy.json (a random run replaces its \"cells\", a\n"
     "checkpoint run its own \"checkpoints\" records; the rest is kept). --doc DOC --from\n"
-    "DIR writes the Markdown document from DIR/accuracy.json alone. Exit status: 0 ok,\n"
-    "1 runtime failure, 2 bad usage or input.",
+    "DIR writes the Markdown document from DIR/accuracy.json and, where DIR holds them,\n"
+    "the grids trained with each engine (paired by seed with exact-trained runs of DIR or\n"
+    "--exact-from) and their engines.json. Exit status: 0 ok, 1 runtime failure, 2 bad\n"
+    "usage or input.",
     approx_opts};
 
 static const char *const bias_names[NBIAS] = {"none", "log-n", "twice-log-n"};
@@ -515,13 +522,14 @@ static int merge_cells(const command *c, cJSON *rec, cJSON **fresh, cJSON **set)
 
 static int compute(const command *c, int argc, char **argv)
 {
-    static const char *const doc_only[] = {"from"};
+    static const char *const doc_only[] = {"from", "exact-from"};
     static const char *const random_only[] = {"a", "bias", "seed"};
     static const char *const ckpt_only[] = {"data", "label"};
     const char *ckpt = get_str(c, "ckpt"), *out = get_str(c, "out");
     int rc;
-    if (is_set(c, doc_only[0]))
-        return usage_error(c, "--from needs --doc");
+    for (int i = 0; i < 2; i++)
+        if (is_set(c, doc_only[i]))
+            return usage_error(c, "--%s needs --doc", doc_only[i]);
     for (int i = 0; i < 3; i++)
         if (ckpt && is_set(c, random_only[i]))
             return usage_error(c, "--%s does not apply with --ckpt (the model's fields and "
@@ -605,5 +613,6 @@ int cmd_approx(int argc, char **argv)
         return usage_error(c, "--doc needs --from DIR (the directory of accuracy.json)");
     if (!*doc)
         return usage_error(c, "--doc must not be empty");
-    return approx_write_doc(c, doc, from);
+    return approx_write_doc(c, doc, from,
+                            is_set(c, "exact-from") ? get_str(c, "exact-from") : NULL);
 }

@@ -85,4 +85,52 @@ void ax_ckpt_label(const char *path, char *buf, size_t len);
 int ax_ckpt_merge(const command *c, cJSON *rec, cJSON **fresh, const cJSON *set,
                   const char *path, const char *label);
 
+/* approx_doc.c's checked reading of a JSON field: a message naming the
+ * file and the field ("field cells[3].n is missing or malformed") and
+ * exit 2 for one that is missing, of another type or out of [lo, hi]
+ * (null reads as NAN where nullable); 0 otherwise. */
+typedef struct {
+    const command *c;
+    const char *path;
+    char where[96]; /* "cells[3]." or "" */
+} ax_reader;
+int ax_bad(const ax_reader *r, const char *key);
+int ax_rd_num(const ax_reader *r, const cJSON *o, const char *key, double lo, double hi,
+              int nullable, double *out);
+int ax_rd_int(const ax_reader *r, const cJSON *o, const char *key, int lo, int hi, int *out);
+int ax_rd_str(const ax_reader *r, const cJSON *o, const char *key, char *buf, size_t len);
+
+/* The preset's approximate engines (mf, tap, bp, hybrid): the tables give
+ * each a row, said to be missing where there is no data. ax_plan_index:
+ * an engine name's index among them, or AX_NPLAN. */
+#define AX_NPLAN 4
+extern const ba_engine ax_planned[AX_NPLAN];
+int ax_plan_index(const char *engine);
+/* A paired change in % (mean and 95 % interval from two pairs) as a
+ * table cell; none where n is 0. */
+void ax_change_cell(FILE *f, const double *d, int n, const char *none);
+
+/* approx_eval_doc.c: a grid's engines.json as a table. ax_evals_read
+ * reads path's entries at block size T (*e NULL when there is no file): 0
+ * or an exit code after printing (a damaged file: 2). */
+typedef struct ax_evals ax_evals;
+int ax_evals_read(const command *c, const char *path, int T, ax_evals **e);
+void ax_evals_table(FILE *f, const ax_evals *e);
+void ax_evals_free(ax_evals *e);
+
+/* approx_train_doc.c: the document's sections on training with the
+ * engines, from the grids (ablate) in a directory. */
+typedef struct ax_train ax_train;
+/* Reads the charlm grids of from (by their records: boltzmann arms with
+ * exact inference, trained with an engine), the exact-trained runs they
+ * pair with by seed (from's own exact grids at a T, else those of the
+ * grids in exact_from), and the engines.json of from's exact grids. *t
+ * NULL when from holds no such grid. 0 or an exit code after printing
+ * (a damaged grid record or engines.json: 2). */
+int ax_train_read(const command *c, const char *from, const char *exact_from, ax_train **t);
+/* The sections "Training with each engine" and "Exact-trained models
+ * evaluated with each engine". */
+void ax_train_write(FILE *f, const ax_train *t);
+void ax_train_free(ax_train *t);
+
 #endif

@@ -4,9 +4,10 @@
  * how, per field shift the tables of the worst |delta w|, the KL of the
  * attention rows, the worst |delta a| and the convergence, the
  * checkpoints' records, and the comparison with the spec's probe numbers
- * by a stated rule. Every field read is checked for its type and range: a
+ * by a stated rule; then, when DIR holds grids of models trained with the
+ * engines, the sections of lab/approx_train_doc.c. Every field read is checked for its type and range: a
  * damaged file is bad input (exit 2), never a crash. */
-#include "lab.h"
+#include "approx.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -42,129 +43,121 @@ typedef struct {
 
 /* ----------------------------------------------------------- reading */
 
-typedef struct {
-    const command *c;
-    const char *path;
-    char where[96]; /* "cells[3]." or "" */
-} reader;
-
-static int bad(const reader *r, const char *key)
+int ax_bad(const ax_reader *r, const char *key)
 {
     return usage_error(r->c, "%s: field %s%s is missing or malformed", r->path, r->where, key);
 }
 
-/* A number in [lo, hi]; null (a non-finite value written by cJSON) reads
- * as NAN where nullable. 0 or an exit code. */
-static int rd_num(const reader *r, const cJSON *o, const char *key, double lo, double hi,
-                  int nullable, double *out)
+int ax_rd_num(const ax_reader *r, const cJSON *o, const char *key, double lo, double hi,
+              int nullable, double *out)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (nullable && cJSON_IsNull(x))
         return *out = NAN, 0;
     if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < lo ||
         x->valuedouble > hi)
-        return bad(r, key);
+        return ax_bad(r, key);
     *out = x->valuedouble;
     return 0;
 }
 
-static int rd_int(const reader *r, const cJSON *o, const char *key, int lo, int hi, int *out)
+int ax_rd_int(const ax_reader *r, const cJSON *o, const char *key, int lo, int hi, int *out)
 {
     double v = 0.0;
-    int rc = rd_num(r, o, key, lo, hi, 0, &v);
+    int rc = ax_rd_num(r, o, key, lo, hi, 0, &v);
     if (!rc && v != floor(v))
-        return bad(r, key);
+        return ax_bad(r, key);
     if (!rc)
         *out = (int)v;
     return rc;
 }
 
-static int rd_str(const reader *r, const cJSON *o, const char *key, char *buf, size_t len)
+int ax_rd_str(const ax_reader *r, const cJSON *o, const char *key, char *buf, size_t len)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsString(x) || strlen(x->valuestring) >= len)
-        return bad(r, key);
+        return ax_bad(r, key);
     strcpy(buf, x->valuestring);
     return 0;
 }
 
 /* One name out of names (n of them). */
-static int rd_name(const reader *r, const cJSON *o, const char *key, const char *const *names,
+static int rd_name(const ax_reader *r, const cJSON *o, const char *key, const char *const *names,
                    int n, char *buf, size_t len)
 {
-    int rc = rd_str(r, o, key, buf, len);
+    int rc = ax_rd_str(r, o, key, buf, len);
     for (int i = 0; !rc && i < n; i++)
         if (strcmp(buf, names[i]) == 0)
             return 0;
-    return rc ? rc : bad(r, key);
+    return rc ? rc : ax_bad(r, key);
 }
 
 /* The fields every record has: engine, n, bias and the measures. */
-static int rd_record(const reader *r, const cJSON *o, int ckpt, rec *x)
+static int rd_record(const ax_reader *r, const cJSON *o, int ckpt, rec *x)
 {
     int rc;
     if (!cJSON_IsObject(o))
-        return bad(r, "");
+        return ax_bad(r, "");
     if ((rc = rd_name(r, o, "engine", engine_order, 5, x->engine, sizeof x->engine)) ||
-        (rc = rd_int(r, o, "n", 2, 20, &x->n)) ||
+        (rc = ax_rd_int(r, o, "n", 2, 20, &x->n)) ||
         (rc = rd_name(r, o, "bias", bias_order, ckpt ? 2 : 3, x->bias, sizeof x->bias)) ||
-        (rc = rd_int(r, o, "instances", 1, 1 << 30, &x->instances)) ||
-        (rc = rd_int(r, o, "stats_rows", 0, x->instances, &x->rows)))
+        (rc = ax_rd_int(r, o, "instances", 1, 1 << 30, &x->instances)) ||
+        (rc = ax_rd_int(r, o, "stats_rows", 0, x->instances, &x->rows)))
         return rc;
     for (int m = 0; m < NMET; m++) {
         int rate = m == CONV || m == FIRST;
-        if ((rc = rd_num(r, o, met_keys[m], 0, rate ? 1 : INFINITY, !rate, &x->v[m])))
+        if ((rc = ax_rd_num(r, o, met_keys[m], 0, rate ? 1 : INFINITY, !rate, &x->v[m])))
             return rc;
     }
     return 0;
 }
 
-static int rd_ckpt(const reader *r, const cJSON *o, rec *x)
+static int rd_ckpt(const ax_reader *r, const cJSON *o, rec *x)
 {
     int rc;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "settings");
     if ((rc = rd_record(r, o, 1, x)) ||
-        (rc = rd_str(r, o, "label", x->label, sizeof x->label)) ||
-        (rc = rd_str(r, o, "variant", x->variant, sizeof x->variant)) ||
-        (rc = rd_str(r, o, "model_engine", x->model_engine, sizeof x->model_engine)) ||
-        (rc = rd_int(r, o, "T", 1, BA_MAX_BLOCK, &x->T)) ||
-        (rc = rd_int(r, o, "layers", 1, 64, &x->layers)) ||
-        (rc = rd_int(r, o, "heads", 1, 1 << 16, &x->heads)) ||
-        (rc = rd_int(r, o, "items", 1, 1 << 30, &x->items)))
+        (rc = ax_rd_str(r, o, "label", x->label, sizeof x->label)) ||
+        (rc = ax_rd_str(r, o, "variant", x->variant, sizeof x->variant)) ||
+        (rc = ax_rd_str(r, o, "model_engine", x->model_engine, sizeof x->model_engine)) ||
+        (rc = ax_rd_int(r, o, "T", 1, BA_MAX_BLOCK, &x->T)) ||
+        (rc = ax_rd_int(r, o, "layers", 1, 64, &x->layers)) ||
+        (rc = ax_rd_int(r, o, "heads", 1, 1 << 16, &x->heads)) ||
+        (rc = ax_rd_int(r, o, "items", 1, 1 << 30, &x->items)))
         return rc;
     if (!cJSON_IsObject(s))
-        return bad(r, "settings");
-    reader rs = *r; /* messages name checkpoints[i].settings.KEY */
+        return ax_bad(r, "settings");
+    ax_reader rs = *r; /* messages name checkpoints[i].settings.KEY */
     snprintf(rs.where, sizeof rs.where, "%.80ssettings.", r->where);
-    return rd_int(&rs, s, "window", 1, BA_MAX_BAND, &x->window);
+    return ax_rd_int(&rs, s, "window", 1, BA_MAX_BAND, &x->window);
 }
 
 /* The settings of the random cells. */
-static int rd_settings(reader *r, const cJSON *s, approx_data *d)
+static int rd_settings(ax_reader *r, const cJSON *s, approx_data *d)
 {
     int rc;
     snprintf(r->where, sizeof r->where, "settings.");
     if (!cJSON_IsObject(s))
-        return snprintf(r->where, sizeof r->where, "%s", ""), bad(r, "settings");
-    if ((rc = rd_int(r, s, "instances", 1, 1 << 30, &d->K)) ||
-        (rc = rd_int(r, s, "window", 1, BA_MAX_BAND, &d->window)) ||
-        (rc = rd_int(r, s, "max_iter", 1, BA_APPROX_MAX_ITER, &d->max_iter)) ||
-        (rc = rd_num(r, s, "damping", 1e-300, 1, 0, &d->damping)) ||
-        (rc = rd_num(r, s, "tol", 1e-300, INFINITY, 0, &d->tol)) ||
-        (rc = rd_str(r, s, "seed", d->seed, sizeof d->seed)) ||
-        (rc = rd_str(r, s, "command", d->command, sizeof d->command)))
+        return snprintf(r->where, sizeof r->where, "%s", ""), ax_bad(r, "settings");
+    if ((rc = ax_rd_int(r, s, "instances", 1, 1 << 30, &d->K)) ||
+        (rc = ax_rd_int(r, s, "window", 1, BA_MAX_BAND, &d->window)) ||
+        (rc = ax_rd_int(r, s, "max_iter", 1, BA_APPROX_MAX_ITER, &d->max_iter)) ||
+        (rc = ax_rd_num(r, s, "damping", 1e-300, 1, 0, &d->damping)) ||
+        (rc = ax_rd_num(r, s, "tol", 1e-300, INFINITY, 0, &d->tol)) ||
+        (rc = ax_rd_str(r, s, "seed", d->seed, sizeof d->seed)) ||
+        (rc = ax_rd_str(r, s, "command", d->command, sizeof d->command)))
         return rc;
     d->has_settings = 1;
     return 0;
 }
 
 /* An array of records into *out (malloc'd). */
-static int rd_array(reader *r, const cJSON *root, const char *key, int ckpt, rec **out, int *n)
+static int rd_array(ax_reader *r, const cJSON *root, const char *key, int ckpt, rec **out, int *n)
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
     r->where[0] = '\0';
     if (!cJSON_IsArray(a))
-        return bad(r, key);
+        return ax_bad(r, key);
     int cnt = cJSON_GetArraySize(a), i = 0, rc;
     *out = calloc(cnt ? (size_t)cnt : 1, sizeof(rec));
     if (!*out)
@@ -173,7 +166,7 @@ static int rd_array(reader *r, const cJSON *root, const char *key, int ckpt, rec
         snprintf(r->where, sizeof r->where, "%s[%d].", key, i);
         if ((rc = ckpt ? rd_ckpt(r, x, &(*out)[i]) : rd_record(r, x, 0, &(*out)[i])))
             return rc;
-        if (!ckpt && (rc = rd_num(r, x, "a", 0, 1e6, 0, &(*out)[i].a)))
+        if (!ckpt && (rc = ax_rd_num(r, x, "a", 0, 1e6, 0, &(*out)[i].a)))
             return rc;
     }
     *n = cnt;
@@ -188,15 +181,15 @@ static int read_data(const command *c, const char *path, approx_data *d)
                               "first)", path);
     cJSON *root = cJSON_Parse(txt);
     free(txt);
-    reader r = {c, path, ""};
+    ax_reader r = {c, path, ""};
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
     double ver;
     int rc = 0;
     if (!root)
         rc = usage_error(c, "%s is not valid JSON", path);
     else if (!cJSON_IsString(f) || strcmp(f->valuestring, "boltzattn-approx") != 0)
-        rc = bad(&r, "format");
-    else if (!(rc = rd_num(&r, root, "version", 1, 1, 0, &ver)) &&
+        rc = ax_bad(&r, "format");
+    else if (!(rc = ax_rd_num(&r, root, "version", 1, 1, 0, &ver)) &&
              !(rc = rd_array(&r, root, "cells", 0, &d->cells, &d->ncells)) &&
              !(rc = rd_array(&r, root, "checkpoints", 1, &d->ckpts, &d->nckpts)) &&
              (d->ncells || cJSON_GetObjectItemCaseSensitive(root, "settings")))
@@ -449,12 +442,13 @@ static void probe_section(FILE *f, const approx_data *d)
 
 /* ------------------------------------------------------------ document */
 
-static void intro(FILE *f, const approx_data *d, const char *doc, const char *from)
+static void intro(FILE *f, const approx_data *d, const char *doc, const char *from,
+                  const char *exact_from, int grids)
 {
     fprintf(f, "# Approximate engines against exact inference\n\n"
-               "<!-- generated by `boltzattn approx --doc` from %s/accuracy.json; edit the "
-               "generator (lab/approx_doc.c), not this file -->\n\n",
-            from);
+               "<!-- generated by `boltzattn approx --doc` from %s/accuracy.json%s; edit the "
+               "generator (lab/approx_doc.c, lab/approx_train_doc.c), not this file -->\n\n",
+            from, grids ? " and the grids beside it" : "");
     fprintf(f,
             "How close the approximate Ising engines of spec section 8 (\"Mean-field family\") "
             "come to the exact spin marginals of the same system: **mf** (naive mean field), "
@@ -491,9 +485,15 @@ static void intro(FILE *f, const approx_data *d, const char *doc, const char *fr
     if (d->has_settings)
         fprintf(f, "Produced by\n\n    %s\n\n", d->command);
     fprintf(f, "Regenerated from the data alone (no computing) by\n\n"
-               "    boltzattn approx --doc %s --from %s\n\n"
-               "(`make approx-doc` for docs/approximate.md from results/approx).\n\n",
-            doc, from);
+               "    boltzattn approx --doc %s --from %s%s%s\n\n"
+               "(`make approx-doc` for docs/approximate.md from results/approx).",
+            doc, from, exact_from ? " --exact-from " : "", exact_from ? exact_from : "");
+    if (grids)
+        fprintf(f, " The last two sections come from the grids of %s (`boltzattn ablate`): "
+                   "models trained with each engine, and exact-trained models evaluated with "
+                   "each engine.",
+                from);
+    fprintf(f, "\n\n");
 }
 
 static void random_sections(FILE *f, const approx_data *d)
@@ -543,43 +543,50 @@ static void ckpt_section(FILE *f, const approx_data *d)
     fprintf(f, "\n");
 }
 
-int approx_write_doc(const command *c, const char *doc, const char *from)
+int approx_write_doc(const command *c, const char *doc, const char *from,
+                     const char *exact_from)
 {
     char path[PATH_LEN];
     int rc;
     if (!*from)
         return usage_error(c, "--from must not be empty");
+    if (exact_from && !*exact_from)
+        return usage_error(c, "--exact-from must not be empty");
     if (mkpath(c, path, "%s/accuracy.json", from))
         return 1;
     const char *inputs[1] = {path};
     if ((rc = check_out_file(c, "--doc", doc, inputs, 1)))
         return rc;
     approx_data d;
+    ax_train *t = NULL;
     memset(&d, 0, sizeof d);
-    if ((rc = read_data(c, path, &d))) {
-        free(d.cells), free(d.ckpts);
-        return rc;
-    }
-    if (!d.ncells && !d.nckpts) {
-        free(d.cells), free(d.ckpts);
-        return usage_error(c, "%s holds no records", path);
-    }
+    if (!(rc = read_data(c, path, &d)) && !d.ncells && !d.nckpts)
+        rc = usage_error(c, "%s holds no records", path);
+    if (!rc)
+        rc = ax_train_read(c, from, exact_from ? exact_from : "results/full", &t);
     out_file o;
-    if ((rc = out_open(c, &o))) {
+    if (!rc)
+        rc = out_open(c, &o);
+    if (rc) {
         free(d.cells), free(d.ckpts);
+        ax_train_free(t);
         return rc;
     }
-    intro(o.f, &d, doc, from);
+    intro(o.f, &d, doc, from, exact_from, t != NULL);
     if (d.ncells)
         random_sections(o.f, &d);
     if (d.nckpts)
         ckpt_section(o.f, &d);
     if (d.ncells)
         probe_section(o.f, &d);
+    if (t)
+        ax_train_write(o.f, t);
     rc = out_close(c, &o, doc);
     if (!rc)
-        printf("wrote %s from %s (%d cell%s, %d checkpoint record%s)\n", doc, path, d.ncells,
-               d.ncells == 1 ? "" : "s", d.nckpts, d.nckpts == 1 ? "" : "s");
+        printf("wrote %s from %s (%d cell%s, %d checkpoint record%s%s)\n", doc, path, d.ncells,
+               d.ncells == 1 ? "" : "s", d.nckpts, d.nckpts == 1 ? "" : "s",
+               t ? "; and the grids' training sections" : "");
     free(d.cells), free(d.ckpts);
+    ax_train_free(t);
     return rc;
 }

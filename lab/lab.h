@@ -13,6 +13,8 @@
  *                              preset) has one per arm in couplings/LABEL/
  *   GRID/extrapolation.json    its runs evaluated at a longer T (ablate
  *                              --extrapolate, extrapolate.c)
+ *   GRID/engines.json          its Ising runs evaluated with other engines
+ *                              (ablate --eval-engines, engine_eval.c)
  *
  * A directory's name carries no meaning: what a run is comes from its
  * record. Generated Markdown, CSV and plot data are outputs only. */
@@ -229,6 +231,60 @@ typedef struct {
 /* Every (T, C, FFN, arm) row in summary order; *rows malloc'd. */
 int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n);
 
+/* ------------------------------------------ evaluations of a grid's runs */
+
+/* ablate's evaluation modes (--extrapolate, --eval-engines) share the
+ * handling of their file (grid_eval.c): GRID/FILE is {"format": F,
+ * "version": 1, "entries": [...]}, each entry with "run" and "status"
+ * strings and the mode's keys; an entry found by its run and keys is
+ * never redone, the file is rewritten atomically after every new entry,
+ * and one process at a time works on it (the grid directory's lock). */
+struct cJSON;
+typedef struct lab_eval_file lab_eval_file;
+typedef struct {
+    const char *file;        /* "extrapolation.json", in the grid */
+    const char *format;      /* its "format" */
+    const char *what;        /* "extrapolation" (messages) */
+    const char *const *keys; /* an entry's keys beside "run" (NULL-ended) */
+    /* one finished run of the grid's cells: its entries found
+     * (lab_eval_find: f->kept) or added (lab_eval_add); 0 or an exit code */
+    int (*run)(const command *c, const lab_grid *g, const lab_run *r, lab_eval_file *f,
+               void *user);
+    void *user;
+} lab_eval_mode;
+struct lab_eval_file {
+    const lab_eval_mode *mode;
+    char path[PATH_LEN];
+    struct cJSON *doc, *entries; /* while lab_eval_grid runs */
+    int changed, busy;           /* busy: another process held the lock (nothing done) */
+    int done, refused, skipped, kept;
+};
+/* Takes dir's lock, reads dir/m->file (a damaged one, or one whose entries
+ * lack a key, is refused: exit 2), and calls m->run for the finished run
+ * of each cell of g, in cell order; *f keeps the path and counts. 0 (also
+ * when the lock is held elsewhere: f->busy, a note) or an exit code. */
+int lab_eval_grid(const command *c, const char *dir, const lab_grid *g, const lab_eval_mode *m,
+                  lab_eval_file *f);
+/* The entry of f with head's run and keys (compared as JSON), or NULL. */
+const struct cJSON *lab_eval_find(const lab_eval_file *f, const struct cJSON *head);
+/* Appends entry e (taken: freed on failure) as done or refused and
+ * rewrites the file. 0 or an exit code. */
+int lab_eval_add(const command *c, lab_eval_file *f, struct cJSON *e, int refused);
+/* A new entry with the run's keys: run, variant, attn, couplings, band,
+ * field_bias, pos_emb, T, C, ffn, seed, steps (NULL: out of memory). */
+struct cJSON *lab_eval_head(const lab_run *r);
+/* res as e[key] = {val_loss, val_ppl, val_acc, items, targets}; 0 out of
+ * memory. */
+int lab_eval_add_result(struct cJSON *e, const char *key, const ba_eval_result *res);
+/* The run's checkpoint into ckpt (PATH_LEN): 1 when it is there; 0 when
+ * not (a note, f->skipped counted); -2 when the path does not fit. */
+int lab_eval_ckpt(const command *c, const lab_run *r, lab_eval_file *f, char *ckpt);
+/* m evaluated on `items` evenly spaced validation items (0: all) of block
+ * size T in batches of B; the data of spec, charlm's text at path. 0 or
+ * an exit code after printing (also when no target was scored). */
+int lab_eval_data(const command *c, ba_model *m, const ba_data_spec *spec, int T,
+                  const char *path, int items, int B, ba_eval_result *res);
+
 /* ---------------------------------------------------- extrapolation */
 
 /* ablate --extrapolate (extrapolate.c): every finished charlm run of the
@@ -241,13 +297,33 @@ int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n);
 int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
                     const char *data_path);
 
+/* ablate --eval-engines LIST (engine_eval.c), the option values from
+ * ablate's table: every finished run of the grid in --out whose attention
+ * is boltzmann or coupling (exact, not sampled) evaluated on
+ * --eval-engines-items validation items (0: all; --batch, default the
+ * grid's) with its own engine and with each engine of LIST, into
+ * dir/engines.json. Approximate engines run with --damping, --tol,
+ * --max-iter (defaults ba_approx_default) and hybrid with --window
+ * (default 8, or T - 1 where T <= 8); each of these options is a usage
+ * error where LIST has no engine it applies to. An engine the model cannot
+ * run on is recorded with the library's reason; a run without its
+ * checkpoint is skipped with a note; entries already there are kept. A
+ * grid without such an arm is said to have nothing to evaluate (0).
+ * --data: the text (default: each run's recorded one). 0 or an exit code
+ * after printing. */
+int lab_eval_engines(const command *c);
+
 /* dqa --compare-samplers (lab/dqa_compare.c): the option values come from
  * the dqa command's table; 0 or an exit code after printing. */
 int dqa_compare_samplers(const command *c);
 
 /* approx --doc DOC --from DIR (lab/approx_doc.c): the Markdown document
- * of the approximate engines' accuracy from DIR/accuracy.json alone; 0 or
- * an exit code after printing. */
-int approx_write_doc(const command *c, const char *doc, const char *from);
+ * of the approximate engines' accuracy from DIR/accuracy.json and, when
+ * DIR holds them, the grids trained with the engines (paired with the
+ * exact runs of DIR or else of the grids in exact_from, NULL:
+ * results/full) and their engines.json; 0 or an exit code after
+ * printing. */
+int approx_write_doc(const command *c, const char *doc, const char *from,
+                     const char *exact_from);
 
 #endif

@@ -7,9 +7,12 @@
 # a = 0.25); the same numbers for the same seed, at any thread count and
 # whatever other cells the run holds; a checkpoint's records beside the
 # random cells (each run keeps the other's); the document regenerated from
-# the JSON alone (tables, the probe comparison and its rule); and exit 2
-# with a message naming the value for bad options and for every malformed
-# field of accuracy.json (never a crash).
+# the JSON alone (tables, the probe comparison and its rule); its sections
+# on training with the engines from tiny grids beside it (paired by seed
+# with exact runs, every cell from the run records and engines.json,
+# missing data said); and exit 2 with a message naming the value for bad
+# options and for every malformed field of accuracy.json and engines.json
+# (never a crash).
 # usage: tests/approx.sh PATH/TO/boltzattn
 set -u
 BIN=${1:?usage: approx.sh PATH/TO/boltzattn}
@@ -152,6 +155,112 @@ check 'grep -qF -- "- mf, a = 1, no shift: worst |Δw| 0.5 vs 0.14: higher (x3.6
 check 'grep -qF -- "converged on the first try 12 % vs 10 %: agrees (after the library'"'"'s retry: 100 %)" "$TMP/p.md"' \
     "probe rule: tap's convergence"
 check 'grep -qF "4 of the 5 probe numbers compared agree" "$TMP/p.md"' "probe rule: the count"
+
+# ------------------------------------ document: training with the engines
+# A study directory with grids trained by tiny real ablate runs: at T = 12
+# mf (2 seeds), hybrid (1 seed: one pair) and tap (seed 5: no exact run of
+# that seed) paired with the exact runs of --exact-from (where a grid of
+# other settings, sorted first, must not pair); at T = 20 an exact grid and
+# mf beside it, and the exact grid's engines.json (mf and hybrid; tap and
+# bp absent); bp has no grid at either T.
+for i in $(seq 1 300); do echo "the quick brown fox $i jumps over the lazy dog, said KING HENRY."; done >"$TMP/text.txt"
+TA=(--task charlm --embd 8 --steps 6 --batch 4 --eval-every 0 --data "$TMP/text.txt")
+E="$TMP/e"
+X="$TMP/full"
+mkdir -p "$E" && cp "$D/accuracy.json" "$E/"
+grids_ok=1
+"$BIN" ablate "${TA[@]}" --attn softmax,boltzmann --seeds 3 --T 12 --out "$X/charlm" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate "${TA[@]}" --steps 7 --attn boltzmann --seeds 3 --T 12 --out "$X/a-other" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 12 --engine mf --out "$E/charlm-T12-mf" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 1 --T 12 --engine hybrid --out "$E/charlm-T12-hybrid" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 1 --seed0 5 --T 12 --engine tap --out "$E/charlm-T12-tap" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 20 --out "$E/charlm-T20-fast" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 20 --engine mf --out "$E/charlm-T20-mf" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate --out "$E/charlm-T20-fast" --eval-engines mf,hybrid --eval-engines-items 5 >/dev/null 2>&1 || grids_ok=0
+check '[ $grids_ok = 1 ]' "the study's grids were not made"
+TDOC="$TMP/train.md"
+expect 0 "and the grids' training sections" -- "$BIN" approx --doc "$TDOC" --from "$E" --exact-from "$X"
+out=$(py '
+import json, math, sys
+E, X, doc = sys.argv[1:4]
+md = open(doc).read()
+t975 = {1: 12.7062, 2: 4.3027}
+def ppl(grid, name):
+    return json.load(open("%s/runs/%s/run.json" % (grid, name)))["result"]["val_ppl"]
+def nz(x): return 0.0 if abs(x) < 0.005 else x
+def msd(v):
+    m = sum(v) / len(v)
+    if len(v) == 1: return "%.3f (one run)" % m
+    return "%.3f ± %.3f" % (m, math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)))
+def change(d):
+    m = sum(d) / len(d)
+    if len(d) == 1: return "%+.2f %% (one pair; interval n/a)" % nz(m)
+    h = t975[len(d) - 1] * math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1)) / math.sqrt(len(d))
+    return "%+.2f %% [%+.2f, %+.2f]" % (nz(m), nz(m - h), nz(m + h))
+def row(label, grid, T, seeds, engine, exact_grid):
+    v = [ppl("%s/%s" % (E, grid), "charlm-T%d-C8-ffn1-boltzmann-s%d" % (T, s)) for s in seeds]
+    ex = [ppl(exact_grid, "charlm-T%d-C8-ffn1-boltzmann-s%d" % (T, s)) for s in seeds]
+    d = [100 * (a / b - 1) for a, b in zip(v, ex)]
+    r = "| %s | `%s` | %d of %d | %s | %.3f (%d pair%s) | %s | 6 × 4 |" % (
+        label, grid, len(seeds), len(seeds), msd(v), sum(ex) / len(ex), len(ex),
+        "" if len(ex) == 1 else "s", change(d))
+    assert r in md, "row missing: " + r
+row("mf", "charlm-T12-mf", 12, [1, 2], "mf", X + "/charlm")
+row("hybrid, W = 8", "charlm-T12-hybrid", 12, [1], "hybrid", X + "/charlm")
+row("mf", "charlm-T20-mf", 20, [1, 2], "mf", E + "/charlm-T20-fast")
+tap = ppl(E + "/charlm-T12-tap", "charlm-T12-C8-ffn1-boltzmann-s5")
+for r in ["| tap | `charlm-T12-tap` | 1 of 1 | %.3f (one run) | no exact run of these seeds | n/a | 6 × 4 |" % tap,
+          # the exact runs of the seeds of every row: 1, 2 (5 has none)
+          "| exact (fast) | `%s/charlm` | 2 of 3 | %s | – | (the reference) | 6 × 4 |"
+          % (X, msd([ppl(X + "/charlm", "charlm-T12-C8-ffn1-boltzmann-s%d" % s) for s in (1, 2)])),
+          "| exact (fast) | `charlm-T20-fast` | 2 of 2 | %s | – | (the reference) | 6 × 4 |"
+          % msd([ppl(E + "/charlm-T20-fast", "charlm-T20-C8-ffn1-boltzmann-s%d" % s) for s in (1, 2)]),
+          "| bp | no grid | – | no data | – | no data | – |",
+          "| hybrid | no grid | – | no data | – | no data | – |",
+          "The exact-trained runs are those of `%s/charlm` (" % X,
+          "No exact-trained grid at T = 12 in `%s`: no data." % E,
+          "From `charlm-T20-fast/engines.json`.",
+          "| tap | no entry | – | 0 | no data | no data | n/a | – | – |"]:
+    assert r in md, "missing: " + r
+assert "a-other" not in md, "a grid of other settings was paired"
+es = [e for e in json.load(open(E + "/charlm-T20-fast/engines.json"))["entries"] if e["engine"] == "mf"]
+w = [e["with"]["val_ppl"] for e in es]; o = [e["own"]["val_ppl"] for e in es]
+rows = sum(e["stats"]["rows"] for e in es); unc = sum(e["stats"]["unconverged"] for e in es)
+sw = sum(e["stats"]["sweeps_mean"] * e["stats"]["rows"] for e in es) / rows
+r = "| mf | damping 0.5, tol 1e-08, max-iter 1000 | 5 | 2 | %.3f | %.3f | %s | %d of %d | %.1f |" % (
+    sum(w) / 2, sum(o) / 2, change([100 * (a / b - 1) for a, b in zip(w, o)]), unc, rows, sw)
+assert r in md, "evaluation row missing: " + r
+assert "| hybrid (W = 8) | damping 0.5, tol 1e-08, max-iter 1000 | 5 | 2 |" in md, "hybrid evaluation row"
+assert md.index("### T = 12") < md.index("### T = 20"), "order of T"
+print("ok")' "$E" "$X" "$TDOC" 2>&1)
+check '[ "$out" = ok ]' "training sections: $out"
+cp "$TDOC" "$TMP/train1.md"
+"$BIN" approx --doc "$TDOC" --from "$E" --exact-from "$X" >/dev/null 2>&1
+check 'cmp -s "$TDOC" "$TMP/train1.md"' "the training sections are not the same when regenerated"
+check '! grep -q "Training with each engine" "$DOC"' "a directory without grids got the training sections"
+# no --exact-from, and no results/full where it runs: the T = 12 pairs are
+# said to be missing, the T = 20 ones (the directory's own) are there
+(cd "$TMP" && "$BIN" approx --doc "$TMP/train2.md" --from "$E" >/dev/null 2>&1)
+check 'grep -qF "| exact | none: no exact grid at T = 12 in \`$E\`, and no run in \`results/full\` of the same model, data, settings and seeds |" "$TMP/train2.md" &&
+    grep -qE "^\| mf \| \`charlm-T12-mf\` \| 2 of 2 \| [0-9.]+ ± [0-9.]+ \| no exact run of these seeds \| n/a \| 6 × 4 \|$" "$TMP/train2.md" &&
+    grep -qE "^\| mf \| \`charlm-T20-mf\` \| 2 of 2 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \(2 pairs\) \|" "$TMP/train2.md"' \
+    "without exact runs to pair with: the cells do not say so"
+# no engines.json yet
+mv "$E/charlm-T20-fast/engines.json" "$TMP/engines.json"
+"$BIN" approx --doc "$TMP/train3.md" --from "$E" --exact-from "$X" >/dev/null 2>&1
+check 'grep -qF "\`charlm-T20-fast\` has no engines.json yet: no data" "$TMP/train3.md"' "a missing engines.json is not said"
+# a damaged engines.json is bad input naming the field
+py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+del d["entries"][0]["with"]
+json.dump(d, open(sys.argv[2], "w"))' "$TMP/engines.json" "$E/charlm-T20-fast/engines.json"
+expect 2 "engines.json: field entries[0].with is missing or malformed" -- "$BIN" approx --doc "$TMP/x.md" --from "$E" --exact-from "$X"
+echo '{"format":"boltzattn-engine-eval","version":1,"entries":[{"engine":"warp"}]}' >"$E/charlm-T20-fast/engines.json"
+expect 2 "field entries[0].engine is missing or malformed" -- "$BIN" approx --doc "$TMP/x.md" --from "$E" --exact-from "$X"
+mv "$TMP/engines.json" "$E/charlm-T20-fast/engines.json"
+expect 2 "--exact-from needs --doc" -- "$BIN" approx --exact-from "$X" --out "$TMP/x"
+expect 2 "--exact-from must not be empty" -- "$BIN" approx --doc "$TMP/x.md" --from "$E" --exact-from ""
 
 # ------------------------------------------------------------- bad input
 expect 2 "--n: 21" -- "$BIN" approx --n 8,21 --out "$TMP/x"
