@@ -525,7 +525,10 @@ static void ckpt_section(FILE *f, const approx_data *d)
     char b[8][24];
     fprintf(f, "## Trained checkpoints\n\n"
                "Instances: each evaluation item's forward, every layer and head, the query of "
-               "n keys (i = n - 1), with the model's own couplings and field bias.\n\n"
+               "n keys (i = n - 1), with the model's own couplings and field bias. The "
+               "checkpoints are those of the exact-trained grids (`make reproduce "
+               "PRESET=approx` trains them and runs `boltzattn approx --ckpt PATH --instances "
+               "100` on each).\n\n"
                "| checkpoint | variant | bias | model engine | n | engine | W | instances | "
                "worst \\|Δw\\| mean (p95) | KL mean (p95) | worst \\|Δa\\| mean | conv. | "
                "sweeps mean / max |\n"

@@ -13,7 +13,8 @@
  *
  * "Exact-trained models evaluated with each engine": DIR's exact grid at
  * each T, its engines.json (ablate --eval-engines) as approx_eval_doc.c's
- * table.
+ * table; then each grid of another task (brackets) with one T, exact
+ * boltzmann runs and an engines.json, a table of its own.
  *
  * What a grid is comes from its records (grid.json, run.json), never its
  * directory's name; every number is read from JSON. A damaged grid record
@@ -30,6 +31,7 @@
 #define TD_MAX_GRIDS 64
 #define TD_MAX_ROWS 64
 #define TD_MAX_T (TD_MAX_ROWS + 2) /* the rows' and the preset's */
+#define TD_MAX_OTHER 8
 
 const ba_engine ax_planned[AX_NPLAN] = {BA_ENGINE_MF, BA_ENGINE_TAP, BA_ENGINE_BP,
                                         BA_ENGINE_HYBRID};
@@ -81,6 +83,13 @@ struct ax_train {
     int nrows;
     td_sec sec[TD_MAX_T];
     int nsec;
+    /* grids of other tasks (brackets) with exact boltzmann runs and an
+     * engines.json: a table each, in name order */
+    int nother;
+    char other_name[TD_MAX_OTHER][256];
+    int other_T[TD_MAX_OTHER];
+    ba_task other_task[TD_MAX_OTHER];
+    ax_evals *other_ev[TD_MAX_OTHER];
 };
 
 /* ------------------------------------------------------------- grids */
@@ -353,6 +362,42 @@ static void sections(ax_train *t)
     t->nsec = n;
 }
 
+/* The grids of from whose task is not charlm, with one T, a boltzmann arm
+ * of exact inference and an engines.json: their evaluation tables. */
+static int read_other(const command *c, ax_train *t)
+{
+    char **names;
+    int nn, code = 0;
+    if (lab_list_dir(t->from, has_grid, NULL, &names, &nn))
+        return fail_lib(c, "out of memory", 1);
+    for (int i = 0; i < nn && !code && t->nother < TD_MAX_OTHER; i++) {
+        char path[PATH_LEN], file[PATH_LEN];
+        lab_grid g;
+        if (mkpath(c, path, "%s/%s", t->from, names[i]) ||
+            mkpath(c, file, "%s/engines.json", path)) {
+            code = 2;
+            break;
+        }
+        if (access(file, F_OK) != 0 || strlen(names[i]) >= sizeof t->other_name[0])
+            continue;
+        if ((code = lab_grid_read(c, path, &g)))
+            break;
+        int any = 0;
+        for (int a = 0; a < g.narms; a++)
+            any |= ising_arm(&g.arms[a]);
+        if (g.task == BA_TASK_CHARLM || !any || g.nT != 1)
+            continue;
+        int k = t->nother;
+        if ((code = ax_evals_read(c, file, g.T[0], &t->other_ev[k])))
+            break;
+        snprintf(t->other_name[k], sizeof t->other_name[k], "%s", names[i]);
+        t->other_T[k] = g.T[0], t->other_task[k] = g.task;
+        t->nother++;
+    }
+    lab_names_free(names, nn);
+    return code;
+}
+
 int ax_train_read(const command *c, const char *from, const char *exact_from, ax_train **out)
 {
     *out = NULL;
@@ -374,7 +419,9 @@ int ax_train_read(const command *c, const char *from, const char *exact_from, ax
         else
             code = ax_evals_read(c, s->file, s->T, &s->ev);
     }
-    if (code || !t->nrows) {
+    if (!code)
+        code = read_other(c, t);
+    if (code || (!t->nrows && !t->nother)) {
         ax_train_free(t);
         return code;
     }
@@ -396,6 +443,8 @@ void ax_train_free(ax_train *t)
         grid_free(t->grids[i]);
     for (int i = 0; i < t->nx; i++)
         grid_free(t->xgrids[i]);
+    for (int i = 0; i < t->nother; i++)
+        ax_evals_free(t->other_ev[i]);
     free(t);
 }
 
@@ -587,4 +636,12 @@ void ax_train_write(FILE *f, const ax_train *t)
             "evaluation (all: every window).\n\n");
     for (int i = 0; i < t->nsec; i++)
         eval_table(f, t, &t->sec[i]);
+    for (int i = 0; i < t->nother; i++) {
+        fprintf(f, "### %s, T = %d\n\nFrom `%s/engines.json`.\n\n",
+                ba_task_name(t->other_task[i]), t->other_T[i], t->other_name[i]);
+        if (t->other_ev[i])
+            ax_evals_table(f, t->other_ev[i]);
+        else
+            fprintf(f, "No entry at T = %d: no data.\n\n", t->other_T[i]);
+    }
 }

@@ -262,6 +262,31 @@ approx)
             case ",$APPROX_ENGINES," in *",$e,"*) approx_grid 20 "$e" ;; esac
         done
     }
+    # What the document measures on exact-trained checkpoints (checkpoints
+    # are not committed, so this is where they come from): brackets at
+    # T = 16 (the full preset's headline width and settings, 3 seeds), then
+    # every exact grid's runs evaluated with each approximate engine
+    # (GRID/engines.json) and probed instance by instance against exact
+    # inference (`approx --ckpt`, into accuracy.json). A rerun keeps the
+    # engine evaluations already made and recomputes a checkpoint's probe
+    # (seconds), replacing its record.
+    approx_measure() {
+        ablate --task brackets --attn boltzmann --T 16 --embd "${BR_C:-4}" --steps 16000 --batch 32 \
+            --lr 3e-3 --seeds 3 --eval-every 2000 --eval-items 2000 --log-every 200 --engine fast \
+            "${TH[@]}" "${ONLY[@]}" --out "$OUT/brackets-T16-fast"
+        [ -n "${SUMMARY_ONLY:-}" ] && return 0
+        local g d ck
+        for g in charlm-T12-fast charlm-T20-fast brackets-T16-fast; do
+            [ -f "$OUT/$g/grid.json" ] || continue
+            d=()
+            case $g in charlm*) d=(--data "$DATA") ;; esac
+            "$BIN" ablate --out "$OUT/$g" --eval-engines "$APPROX_ENGINES" "${d[@]}" "${TH[@]}"
+            for ck in "$OUT/$g"/runs/*/model.safetensors; do
+                [ -f "$ck" ] || continue
+                "$BIN" approx --ckpt "$ck" --instances 100 "${d[@]}" "${TH[@]}" --out "$OUT"
+            done
+        done
+    }
     if [ "$JOBS" -ge 2 ]; then
         approx_chain &
         apid=$!
@@ -270,6 +295,7 @@ approx)
     else
         approx_chain
     fi
+    approx_measure
     ;;
 *)
     echo "unknown preset '$preset' (quick|full|samplers|long|approx)" >&2

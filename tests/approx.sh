@@ -177,6 +177,10 @@ grids_ok=1
 "$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 20 --out "$E/charlm-T20-fast" >/dev/null 2>&1 || grids_ok=0
 "$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 20 --engine mf --out "$E/charlm-T20-mf" >/dev/null 2>&1 || grids_ok=0
 "$BIN" ablate --out "$E/charlm-T20-fast" --eval-engines mf,hybrid --eval-engines-items 5 >/dev/null 2>&1 || grids_ok=0
+# and a brackets grid with its engines.json: a table of its own, after charlm's
+"$BIN" ablate --task brackets --attn boltzmann --T 6 --embd 4 --steps 5 --batch 4 --seeds 1 \
+    --out "$E/brackets-T6-fast" >/dev/null 2>&1 || grids_ok=0
+"$BIN" ablate --out "$E/brackets-T6-fast" --eval-engines mf >/dev/null 2>&1 || grids_ok=0
 check '[ $grids_ok = 1 ]' "the study's grids were not made"
 TDOC="$TMP/train.md"
 expect 0 "and the grids' training sections" -- "$BIN" approx --doc "$TDOC" --from "$E" --exact-from "$X"
@@ -232,6 +236,13 @@ r = "| mf | damping 0.5, tol 1e-08, max-iter 1000 | 5 | 2 | %.3f | %.3f | %s | %
 assert r in md, "evaluation row missing: " + r
 assert "| hybrid (W = 8) | damping 0.5, tol 1e-08, max-iter 1000 | 5 | 2 |" in md, "hybrid evaluation row"
 assert md.index("### T = 12") < md.index("### T = 20"), "order of T"
+b = md.index("### brackets, T = 6\n\nFrom `brackets-T6-fast/engines.json`.")
+assert b > md.rindex("### T = 20"), "the brackets table is not after the charlm ones"
+e = json.load(open(E + "/brackets-T6-fast/engines.json"))["entries"]
+assert len(e) == 1 and e[0]["engine"] == "mf", "brackets engines.json"
+r = "| mf | damping 0.5, tol 1e-08, max-iter 1000 | all | 1 | %.3f | %.3f |" % (e[0]["with"]["val_ppl"], e[0]["own"]["val_ppl"])
+assert r in md[b:], "brackets evaluation row missing: " + r
+assert "brackets-T6" not in md[:b], "a brackets grid entered the charlm sections"
 print("ok")' "$E" "$X" "$TDOC" 2>&1)
 check '[ "$out" = ok ]' "training sections: $out"
 cp "$TDOC" "$TMP/train1.md"
