@@ -10,8 +10,9 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build test test-release test-asan run data bench bench-long bench-approx reproduce results-doc samplers-doc approx-doc clean help
+.PHONY: all deps build install test test-release test-asan run data bench bench-long bench-approx reproduce results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
+PREFIX     ?= /usr/local
 
 all: build
 
@@ -30,6 +31,7 @@ help:
 	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
 	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~10 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
+	@echo "make install PREFIX=DIR   build, then install headers, libboltzattn.so/.a, boltzattn.pc and the CMake package (docs/c-api.md)"
 	@echo "make clean  remove build directories"
 
 # Installs missing Debian packages when run as root; otherwise prints the
@@ -55,6 +57,11 @@ deps:
 build: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Headers, libboltzattn.so and .a, boltzattn.pc and the CMake package
+# (find_package(boltzattn)) under PREFIX (docs/c-api.md).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: test-release test-asan
 

@@ -22,7 +22,10 @@
  *     ba_trainer_free(t);
  *     ba_dataset_free(data);
  *
- * The trainer's API is in boltzattn_train.h (included by this header).
+ * The trainer's API is in boltzattn_train.h, the attention op (the layer
+ * alone, on [B,H,T,d] tensors, for frameworks) in boltzattn_op.h; this
+ * header includes both. Linking: docs/c-api.md (pkg-config boltzattn,
+ * find_package(boltzattn)); this example is examples/train/train_example.c.
  * Below the trainer: ba_trainer_step is one step; ba_model_forward,
  * ba_model_backward and ba_model_step are its parts, for a loop of your own.
  *
@@ -43,6 +46,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Everything declared in the public headers is the shared library's
+ * interface: libboltzattn.so is compiled with -fvisibility=hidden, and
+ * these declarations (only these) are exported. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -887,8 +897,15 @@ int ba_grads_save(const char *path, const ba_model *m, double loss,
 }
 #endif
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
 /* The training layer (ba_trainer, its settings, records and run records)
- * lives in its own header; this one brings it in, so one include serves. */
+ * and the attention op (tensors [B,H,T,d] in float or double, forward and
+ * backward with a caller-owned context) live in their own headers; this
+ * one brings them in, so one include serves. */
 #include "boltzattn_train.h"
+#include "boltzattn_op.h"
 
 #endif

@@ -11,6 +11,10 @@
 
 #include <stdint.h>
 
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -260,4 +264,8 @@ const char *ba_run_status_name(ba_run_status s);
 #ifdef __cplusplus
 }
 #endif
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
 #endif

@@ -28,6 +28,27 @@ ONLY=()
 # committed. The long preset's banded arms need auto (the band engine).
 ENGINE=(--engine fast)
 
+# couplings_arms DIR/ ARMS: one couplings analysis per Ising arm of the
+# comma-separated ARMS in DIR/couplings/SPEC/ (the report finds an arm's by
+# the variant its couplings.json names); an arm without finished runs with
+# checkpoints keeps the analysis already there.
+# The two chains of a preset may both get here for one grid: flock makes
+# the second wait and redo it rather than race on the same directories.
+couplings_arms() {
+    local d=$1 a
+    mkdir -p "${d}couplings"
+    (
+        flock 9
+        for a in ${2//,/ }; do
+            case $a in boltzmann*|coupling*) ;; *) continue ;; esac
+            if "$BIN" couplings --grid "${d%/}" --arm "$a" --out "${d}couplings/$a.new" >/dev/null 2>&1; then
+                rm -rf "${d}couplings/$a" && mv "${d}couplings/$a.new" "${d}couplings/$a"
+            else
+                rm -rf "${d}couplings/$a.new"
+            fi
+        done
+    ) 9>"${d}couplings/.lock"
+}
 # ablate ARGS...: `boltzattn ablate`; with SUMMARY_ONLY a grid that was
 # never started (no grid.json under its --out) is skipped with a note,
 # since ablate refuses to summarise what does not exist.
@@ -203,13 +224,25 @@ long)
         "$BIN" ablate --out "$OUT/charlm-T256" --extrapolate "$EXTRAP_T" \
             --extrapolate-items "$EXTRAP_ITEMS" --batch "$EXTRAP_BATCH" --data "$DATA" "${TH[@]}"
     }
+    # J by distance of each Ising arm of grid $1, from the checkpoints of
+    # its finished seeds, as soon as the grid is done: checkpoints are not
+    # committed, so an analysis left for the end of the preset is lost with
+    # the machine if the preset is interrupted (the end of the script
+    # repeats it over every grid).
+    long_couplings() {
+        [ -n "${SUMMARY_ONLY:-}" ] && return 0
+        couplings_arms "$1" "$LONG_ARMS"
+    }
     # Both chains walk the same grids: ablate locks each cell it trains, so
     # two processes share a grid's cells, each taking the next one free.
     long_chain() {
         long_grid 64 "$T64_STEPS" "$T64_BATCH" "$T64_SEEDS" "$T64_EVAL_EVERY" "$T64_EVAL_ITEMS" "$T64_LOG_EVERY" "$LONG_ARMS"
+        long_couplings "$OUT/charlm-T64/"
         long_grid 256 "$T256_STEPS" "$T256_BATCH" "$T256_SEEDS" "$T256_EVAL_EVERY" "$T256_EVAL_ITEMS" "$T256_LOG_EVERY" "$LONG_ARMS"
+        long_couplings "$OUT/charlm-T256/"
         extrapolate
         long_grid 1024 "$T1024_STEPS" "$T1024_BATCH" "$T1024_SEEDS" "$T1024_EVAL_EVERY" "$T1024_EVAL_ITEMS" "$T1024_LOG_EVERY" "$T1024_ARMS"
+        long_couplings "$OUT/charlm-T1024/"
     }
     if [ "$JOBS" -ge 2 ]; then
         long_chain &
@@ -326,14 +359,7 @@ for d in "$OUT"/*/; do
     if [ "$preset" = long ]; then
         # one analysis per Ising arm, in couplings/SPEC/ (the report finds
         # an arm's by the variant its couplings.json names)
-        for a in ${LONG_ARMS//,/ }; do
-            case $a in boltzmann*|coupling*) ;; *) continue ;; esac
-            if "$BIN" couplings --grid "${d%/}" --arm "$a" --out "${d}couplings/$a.new" >/dev/null 2>&1; then
-                rm -rf "${d}couplings/$a" && mv "${d}couplings/$a.new" "${d}couplings/$a"
-            else
-                rm -rf "${d}couplings/$a.new"
-            fi
-        done
+        couplings_arms "$d" "$LONG_ARMS"
     elif "$BIN" couplings --grid "${d%/}" "${wide[@]}" --out "${d}couplings.new" >/dev/null 2>&1; then
         rm -rf "${d}couplings" && mv "${d}couplings.new" "${d}couplings"
     else

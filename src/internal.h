@@ -516,14 +516,79 @@ typedef struct {
     ba_approx_stats *astats;
 } ba_attn_shape;
 
-int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,
-                         ba_real *pre, const ba_real *qkv, const ba_real *J,
-                         char *err);
-/* dqkv (B,T,3C) and dJ (the layout of J) accumulate (dJ may be NULL). */
-int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
-                          const ba_real *dout, const ba_real *qkv,
-                          const ba_real *J, const ba_real *att,
-                          const ba_real *pre, char *err);
+/* Where the core reads q, k, v and writes its output, in one precision:
+ * element c of head h at position i of batch element b is at
+ * q[b*sb + h*sh + i*st + c] (the same for k, v and the backward's dq, dk,
+ * dv, which accumulate) and at out[b*ob + h*oh + i*ot + c] (the same for
+ * dout). The model's packed qkv (B,T,3C) and the op's [B,H,T,d] tensors
+ * are two sets of strides. Outputs must not overlap inputs. The fields are
+ * h_ij = scale q_i . k_j with scale_set, else 1/sqrt(d) (the model's). */
+typedef struct {
+    const float *q, *k, *v;
+    float *dq, *dk, *dv;
+    size_t sb, sh, st;
+    float *out;
+    const float *dout;
+    size_t ob, oh, ot;
+    int scale_set;
+    double scale;
+} ba_attn_io_f32;
+typedef struct {
+    const double *q, *k, *v;
+    double *dq, *dk, *dv;
+    size_t sb, sh, st;
+    double *out;
+    const double *dout;
+    size_t ob, oh, ot;
+    int scale_set;
+    double scale;
+} ba_attn_io_f64;
+
+/* The core (src/attention_core.h), in float and in double whatever
+ * ba_real is: forward writes io->out, att and pre; backward accumulates
+ * into io->dq, dk, dv and dJ (the layout of J; may be NULL). */
+int ba_attn_core_forward_f32(const ba_attn_shape *s, const ba_attn_io_f32 *io, float *att,
+                             float *pre, const float *J, char *err);
+int ba_attn_core_backward_f32(const ba_attn_shape *s, const ba_attn_io_f32 *io, float *dJ,
+                              const float *J, const float *att, const float *pre, char *err);
+int ba_attn_core_forward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io, double *att,
+                             double *pre, const double *J, char *err);
+int ba_attn_core_backward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io, double *dJ,
+                              const double *J, const double *att, const double *pre, char *err);
+
+/* The model's layer: the core on packed qkv (B,T,3C), out and dout
+ * (B,T,C), in each precision; ba_attention_forward/backward are those of
+ * ba_real. dqkv (B,T,3C) and dJ (the layout of J) accumulate (dJ may be
+ * NULL). */
+int ba_attention_forward_f32(const ba_attn_shape *s, float *out, float *att, float *pre,
+                             const float *qkv, const float *J, char *err);
+int ba_attention_backward_f32(const ba_attn_shape *s, float *dqkv, float *dJ, const float *dout,
+                              const float *qkv, const float *J, const float *att,
+                              const float *pre, char *err);
+int ba_attention_forward_f64(const ba_attn_shape *s, double *out, double *att, double *pre,
+                             const double *qkv, const double *J, char *err);
+int ba_attention_backward_f64(const ba_attn_shape *s, double *dqkv, double *dJ,
+                              const double *dout, const double *qkv, const double *J,
+                              const double *att, const double *pre, char *err);
+#ifdef BA_DOUBLE
+#define BA_ATTN_SFX(name) name##_f64
+#else
+#define BA_ATTN_SFX(name) name##_f32
+#endif
+static inline int ba_attention_forward(const ba_attn_shape *s, ba_real *out, ba_real *att,
+                                       ba_real *pre, const ba_real *qkv, const ba_real *J,
+                                       char *err)
+{
+    return BA_ATTN_SFX(ba_attention_forward)(s, out, att, pre, qkv, J, err);
+}
+static inline int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, ba_real *dJ,
+                                        const ba_real *dout, const ba_real *qkv,
+                                        const ba_real *J, const ba_real *att,
+                                        const ba_real *pre, char *err)
+{
+    return BA_ATTN_SFX(ba_attention_backward)(s, dqkv, dJ, dout, qkv, J, att, pre, err);
+}
+#undef BA_ATTN_SFX
 
 /* Cross-entropy over logits (N,O) against targets (N) with -1 = none.
  * If mask_pointer, row i (position t = i % T) may only point at columns
@@ -628,6 +693,50 @@ int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
                    const double *state, const double *g, double *dh, double *dJ, int lddj,
                    double *ws, ba_mf_info *info, char *err);
 
+/* ---------------- approximate engines, banded per query
+ * (src/ising_mf_band.c, bp's kernels in src/ising_bp.c). The same methods
+ * for couplings of range at most W >= 0 (A_jk = 0 for |j - k| > W) at
+ * O(n W) a sweep. The couplings come as a band Ab (n' >= n rows of 2W + 1):
+ * Ab[j (2W+1) + W + d] = A_{j,j+d} for |d| <= W (0 where j + d is outside
+ * the query, 0 at d = 0), built by ba_mf_band_build from J (T,ldj); the
+ * band of a block of T keys serves every query n <= T (row j reads only
+ * k < n). ba_mf_reach gives the smallest such W of J's leading n x n
+ * corner (0 when every coupling is 0; O(n^2) at worst).
+ *
+ * Forward: ba_mf_forward's fixed point, logw and info bit for bit (the
+ * same sums in the same order, less exact zeros); state
+ * (ba_mf_band_state_doubles): m (n) at state[0], phi (n) at state[n], for
+ * bp the band's messages at state[2n], u_{k->j} at [2n + k (2W+1) + W +
+ * j - k]. Backward: ba_mf_backward's gradient; mf/tap solve the adjoint by
+ * banded LU (dgbsv, O(n W^2), any n, s->adjoint not read, ipiv: n ints;
+ * info 1 and 1), bp iterates over the band (its sweeps and multipliers
+ * are the dense iteration's). dJ (rows of lddj >= n) += only the entries
+ * 0 < k - j <= R (R >= 0; the entries beyond the band have a gradient, see
+ * src/ising_mf_band.c), the others are not touched. zo (n, may be NULL)
+ * gets the vector of the far gradient: for every k - j > W,
+ *   dL/dJ_jk = zo_j m_k + zo_k m_j
+ * (mf/tap: zo = dL/dh; bp: the multipliers of the zero messages), so a
+ * caller can form the far entries of many queries as one matrix product.
+ * ws: ba_mf_band_ws_doubles(n, W) doubles, either direction. Errors as
+ * ba_mf_forward/backward, plus BA_ERR_ARG for W < 0, R < 0 or a NULL Ab,
+ * BA_ERR_NUMERIC for a non-finite coupling in the band. */
+int ba_mf_reach(int n, const double *J, int ldj);
+void ba_mf_band_build(int n, int W, const double *J, int ldj, double *Ab);
+size_t ba_mf_band_state_doubles(ba_mf_method meth, int n, int W);
+size_t ba_mf_band_ws_doubles(int n, int W);
+int ba_mf_band_forward(ba_mf_method meth, const ba_mf_settings *s, int n, int W,
+                       const double *h, const double *Ab, double *logw, double *state,
+                       double *ws, ba_mf_info *info, char *err);
+int ba_mf_band_backward(ba_mf_method meth, const ba_mf_settings *s, int n, int W,
+                        const double *Ab, const double *state, const double *g, double *dh,
+                        double *dJ, int lddj, int R, double *zo, double *ws, int *ipiv,
+                        ba_mf_info *info, char *err);
+void ba_bp_band_forward(const ba_mf_settings *s, int n, int W, const double *h,
+                        const double *Ab, double *logw, double *state, ba_mf_info *info);
+int ba_bp_band_backward(const ba_mf_settings *s, int n, int W, const double *Ab,
+                        const double *state, const double *g, double *dh, double *dJ, int lddj,
+                        int R, double *zo, double *ws, ba_mf_info *info, char *err);
+
 /* ---------------- approximate engines, batched (the attention layer's
  * entry points; src/ising_approx.c for mf/tap/bp, src/ising_hybrid.c for
  * hybrid). Layouts of the band engine's dense entry points: h (B,T,T) or
@@ -670,6 +779,20 @@ int ba_approx_forward(ba_engine e, const ba_approx *a, int W, int B, int T, cons
 int ba_approx_backward(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
                        const double *J, int ldj, const double *g, double *dh, double *dJ,
                        ba_approx_stats *st, char *err);
+/* Banded heads: when the reach Wr of J (the largest k - j with J_jk != 0)
+ * has 2 Wr + 1 <= T / 2, mf, tap and bp run the banded per-query kernels
+ * (ba_mf_band_*: the same logw bit for bit, the same stats; the mf/tap
+ * adjoint by banded LU at any n, sweeps 1). The couplings' gradient is
+ * not banded (zero couplings have one): ba_approx_backward adds every
+ * entry j < k; ba_approx_backward_reach (R >= 0, else BA_ERR_ARG) adds
+ * only the entries 0 < k - j <= R and leaves the others of dJ as they are
+ * (banded mf, tap, bp; hybrid and the full-range GEMM path of mf and tap
+ * at T >= 64, src/approx_gemm.h, add them all), for a caller that reads no more,
+ * such as a layer whose couplings end at its band: then the far entries'
+ * O(T^3) products are not formed. */
+int ba_approx_backward_reach(ba_engine e, const ba_approx *a, int W, int B, int T,
+                             const double *h, const double *J, int ldj, const double *g,
+                             double *dh, double *dJ, int R, ba_approx_stats *st, char *err);
 
 /* The hybrid engine (src/ising_hybrid.c), called by ba_approx_forward/
  * backward after their checks, same layouts and policy: exact chain

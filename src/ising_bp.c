@@ -225,3 +225,201 @@ int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
         *info = inf;
     return BA_OK;
 }
+
+/* ---------------- banded (src/ising_mf_band.c's ba_mf_band_forward and
+ * ba_mf_band_backward for BA_MF_BP, after their checks)
+ *
+ * Only the pairs |k - j| <= W carry messages: a zero coupling's messages
+ * stay exactly 0 (the dense sweep skips them), so the dense sweep's pairs
+ * with a != 0 are visited in the same order and updated by the same
+ * arithmetic, and H sums each spin's incoming messages in ascending k as
+ * bp_fields does: the forward is the dense one bit for bit (up to the sign
+ * of a zero, see src/ising_mf_band.c). The messages live in a band, ub
+ * (n, 2W + 1) with u_{k->j} at ub[k (2W+1) + W + j - k], not n^2: setting
+ * n^2 of them to 0 per query would cost O(n^2) again.
+ *
+ * The adjoint. A pair with zero coupling has p = 0 both ways, so its
+ * multipliers obey w_lk <- (1 - lambda) w_lk + lambda (r_k + S_k), from
+ * r_k: the same trajectory for every such message into k. One z_k per
+ * spin stands for all of them beyond the band, and its step counts in the
+ * stopping test as the dense iteration's n^2 messages do, so the sweep
+ * count and every multiplier are the dense path's. Their gradient is then
+ * dL/dJ_jk = q_kj w_kj + q_jk w_jk with q = d phi / d a at a = 0 =
+ * tanh(cavity field) = m (the messages into a zero pair are 0):
+ * m_k z_j + m_j z_k, bit for bit the dense value, and the vector z goes
+ * out as zo (src/internal.h). */
+
+/* H (n) = h + each spin's incoming messages in ascending sender order. */
+static void bp_band_fields(int n, int W, const double *h, const double *ub, double *H)
+{
+    int w2 = 2 * W + 1;
+    for (int j = 0; j < n; j++)
+        H[j] = h ? h[j] : 0.0;
+    for (int k = 0; k < n; k++) {
+        const double *uk = ub + (size_t)k * w2 + W - k; /* uk[j] = u_{k->j} */
+        int lo = k > W ? k - W : 0, hi = n - 1 - k > W ? k + W : n - 1;
+        for (int j = lo; j <= hi; j++)
+            if (j != k)
+                H[j] += uk[j];
+    }
+}
+
+void ba_bp_band_forward(const ba_mf_settings *s, int n, int W, const double *h,
+                        const double *Ab, double *logw, double *state, ba_mf_info *info)
+{
+    int w2 = 2 * W + 1;
+    double *m = state, *H = state + n, *ub = state + 2 * (size_t)n;
+    memset(ub, 0, (size_t)n * w2 * sizeof *ub);
+    bp_band_fields(n, W, h, ub, H);
+    ba_mf_info inf = {0, 0};
+    double lam = s->damping;
+    for (int it = 1; it <= s->max_iter; it++) {
+        double res = 0.0;
+        for (int k = 0; k + 1 < n; k++) {
+            int hi = n - 1 - k > W ? k + W : n - 1;
+            for (int j = k + 1; j <= hi; j++) {
+                double a = Ab[(size_t)k * w2 + W + j - k];
+                if (a == 0.0)
+                    continue;
+                double *ukj = ub + (size_t)k * w2 + W + j - k;
+                double *ujk = ub + (size_t)j * w2 + W + k - j;
+                double dkj = bp_msg(a, H[k] - *ujk) - *ukj;
+                double djk = bp_msg(a, H[j] - *ukj) - *ujk;
+                *ukj += lam * dkj;
+                *ujk += lam * djk;
+                dkj = fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
+                res = dkj > res ? dkj : res;
+            }
+        }
+        bp_band_fields(n, W, h, ub, H);
+        inf.iters = it;
+        if (res < s->tol) {
+            inf.converged = 1;
+            break;
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        m[j] = tanh(H[j]);
+        logw[j] = ba_log_sigmoid2(H[j]);
+    }
+    if (info)
+        *info = inf;
+}
+
+/* S (n): S_k = sum_{j in k's band} p_kj w_kj, ascending j. */
+static void bp_band_sums(int n, int W, const double *P, const double *Wm, double *S)
+{
+    int w2 = 2 * W + 1;
+    for (int k = 0; k < n; k++) {
+        const double *pk = P + (size_t)k * w2 + W - k, *wk = Wm + (size_t)k * w2 + W - k;
+        int lo = k > W ? k - W : 0, hi = n - 1 - k > W ? k + W : n - 1;
+        double acc = 0.0;
+        for (int j = lo; j <= hi; j++)
+            acc += pk[j] * wk[j]; /* p_kk = 0 */
+        S[k] = acc;
+    }
+}
+
+/* bp_adjoint over the band: Wm (n, 2W+1) the multipliers of the band's
+ * messages (w_lk at Wm[l (2W+1) + W + k - l]), z (n) those of the zero
+ * messages from beyond it. */
+static ba_mf_info bp_band_adjoint(const ba_mf_settings *s, int n, int W, const double *P,
+                                  const double *r, double *Wm, double *S, double *z)
+{
+    int w2 = 2 * W + 1;
+    double rmax = 0.0;
+    for (int j = 0; j < n; j++)
+        rmax = fabs(r[j]) > rmax ? fabs(r[j]) : rmax;
+    for (int l = 0; l < n; l++) {
+        z[l] = r[l];
+        for (int d = -W; d <= W; d++)
+            Wm[(size_t)l * w2 + W + d] = d == 0 || l + d < 0 || l + d >= n ? 0.0 : r[l + d];
+    }
+    ba_mf_info inf = {0, 1};
+    if (rmax == 0.0)
+        return inf;
+    inf.converged = 0;
+    double lam = s->damping;
+    for (int it = 1; it <= s->max_iter; it++) {
+        bp_band_sums(n, W, P, Wm, S);
+        double res = 0.0;
+        for (int l = 0; l + 1 < n; l++) {
+            int hi = n - 1 - l > W ? l + W : n - 1;
+            for (int k = l + 1; k <= hi; k++) {
+                double *wlk = Wm + (size_t)l * w2 + W + k - l, *wkl = Wm + (size_t)k * w2 + W + l - k;
+                double dlk = r[k] + S[k] - P[(size_t)k * w2 + W + l - k] * *wkl - *wlk;
+                double dkl = r[l] + S[l] - P[(size_t)l * w2 + W + k - l] * *wlk - *wkl;
+                *wlk += lam * dlk;
+                *wkl += lam * dkl;
+                dlk = fabs(dlk) > fabs(dkl) ? fabs(dlk) : fabs(dkl);
+                res = dlk > res ? dlk : res;
+            }
+        }
+        for (int k = 0; k < n; k++)
+            if (k > W || n - 1 - k > W) { /* k has a partner beyond the band */
+                double d = r[k] + S[k] - z[k];
+                z[k] += lam * d;
+                res = fabs(d) > res ? fabs(d) : res;
+            }
+        inf.iters = it;
+        if (res < s->tol * rmax) {
+            inf.converged = 1;
+            break;
+        }
+    }
+    return inf;
+}
+
+/* ws: P, Wm (n (2W+1) each), r, S, z (n each). */
+int ba_bp_band_backward(const ba_mf_settings *s, int n, int W, const double *Ab,
+                        const double *state, const double *g, double *dh, double *dJ, int lddj,
+                        int R, double *zo, double *ws, ba_mf_info *info, char *err)
+{
+    int w2 = 2 * W + 1;
+    size_t nb = (size_t)n * w2;
+    const double *m = state, *H = state + n, *ub = state + 2 * (size_t)n;
+    double *P = ws, *Wm = ws + nb, *r = ws + 2 * nb, *S = r + n, *z = S + n;
+    for (int j = 0; j < n; j++)
+        r[j] = g[j] * ba_sech2(H[j]);
+    /* P[k][j] = p_kj at (A_jk, H_k - u_{j->k}) */
+    for (int k = 0; k < n; k++)
+        for (int d = -W; d <= W; d++) {
+            int j = k + d;
+            double px = 0.0, pa;
+            if (d != 0 && j >= 0 && j < n)
+                bp_dmsg(Ab[(size_t)k * w2 + W + d], H[k] - ub[(size_t)j * w2 + W - d], &px, &pa);
+            P[(size_t)k * w2 + W + d] = px;
+        }
+    ba_mf_info inf = bp_band_adjoint(s, n, W, P, r, Wm, S, z);
+    bp_band_sums(n, W, P, Wm, S);
+    for (size_t e = 0; e < nb; e++)
+        if (!isfinite(Wm[e]))
+            return ba_fail(err, BA_ERR_NUMERIC, "bp adjoint of message %d -> %d is not finite "
+                           "(after %d sweeps)", (int)(e / w2), (int)(e / w2) + (int)(e % w2) - W,
+                           inf.iters);
+    for (int k = 0; k < n; k++)
+        if (!isfinite(z[k]))
+            return ba_fail(err, BA_ERR_NUMERIC, "bp adjoint of the messages into %d is not "
+                           "finite (after %d sweeps)", k, inf.iters);
+    if (dh)
+        for (int k = 0; k < n; k++)
+            dh[k] += r[k] + S[k];
+    if (zo)
+        memcpy(zo, z, (size_t)n * sizeof *zo);
+    if (dJ)
+        for (int j = 0; j + 1 < n; j++) {
+            int kin = n - 1 - j > W ? j + W : n - 1, kout = n - 1 - j > R ? j + R : n - 1;
+            double *dr = dJ + (size_t)j * lddj;
+            for (int k = j + 1; k <= kin; k++) {
+                double a = Ab[(size_t)j * w2 + W + k - j], px, qkj, qjk;
+                bp_dmsg(a, H[k] - ub[(size_t)j * w2 + W + k - j], &px, &qkj); /* k -> j */
+                bp_dmsg(a, H[j] - ub[(size_t)k * w2 + W + j - k], &px, &qjk); /* j -> k */
+                dr[k] += qkj * Wm[(size_t)k * w2 + W + j - k] + qjk * Wm[(size_t)j * w2 + W + k - j];
+            }
+            for (int k = kin + 1; k <= kout; k++)
+                dr[k] += m[k] * z[j] + m[j] * z[k];
+        }
+    if (info)
+        *info = inf;
+    return BA_OK;
+}

@@ -34,7 +34,11 @@
  * forward's linearisation at the fixed point, so it converges whenever the
  * damped forward converged linearly, and it is the cheaper choice at large
  * n (a context of T keys costs sum_n n^3 ~ T^4 / 4 by LU). bp always
- * iterates (src/ising_bp.c says why). */
+ * iterates (src/ising_bp.c says why).
+ *
+ * Banded couplings: src/ising_mf_band.c runs the same sweeps over the band
+ * only (bit for bit these) and a banded LU adjoint; these dense kernels
+ * are its reference twins (tests/test_approx_band.c). */
 #include "internal.h"
 
 #include <string.h>
