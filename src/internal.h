@@ -678,6 +678,11 @@ typedef struct {
 size_t ba_mf_state_doubles(ba_mf_method meth, int n);
 size_t ba_mf_ws_doubles(int n);
 int ba_mf_check_settings(const ba_mf_settings *s, char *err);
+/* The forwards' shared checks: every h[j] finite (h may be NULL), and
+ * every field state[n + j] of the result finite (else the couplings
+ * overflowed). BA_OK or BA_ERR_NUMERIC naming the spin. */
+int ba_mf_check_fields(int n, const double *h, char *err);
+int ba_mf_check_state(ba_mf_method meth, int n, const double *state, char *err);
 int ba_mf_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const double *h,
                   const double *J, int ldj, double *logw, double *state, double *ws,
                   ba_mf_info *info, char *err);
@@ -769,6 +774,10 @@ int ba_bp_band_backward(const ba_mf_settings *s, int n, int W, const double *Ab,
  * (before any output is written) or a query whose fixed point overflowed;
  * BA_ERR_NOMEM. */
 #define BA_APPROX_LU_MAX_N 48
+/* The block checks every batched approximate path shares: B, T, ldj,
+ * J not NULL, every coupling j < k < T and every field a row reads
+ * (j <= i) finite; the first bad one named. BA_OK or BA_ERR_ARG/NUMERIC. */
+int ba_approx_check_block(int B, int T, const double *h, const double *J, int ldj, char *err);
 /* to += from (fields summed, max_sweeps the larger). */
 void ba_approx_stats_add(ba_approx_stats *to, const ba_approx_stats *from);
 ba_mf_settings ba_approx_mf_settings(const ba_approx *a);

@@ -78,21 +78,8 @@ void ba_approx_stats_add(ba_approx_stats *to, const ba_approx_stats *from)
         to->max_sweeps = from->max_sweeps;
 }
 
-/* The checks both directions share, before anything is written: the
- * engine and settings, the shapes, every coupling j < k < T and every
- * field a row reads (j <= i) finite. */
-static int check_args(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
-                      const double *J, int ldj, char *err)
+int ba_approx_check_block(int B, int T, const double *h, const double *J, int ldj, char *err)
 {
-    if (!ba_engine_is_approx(e))
-        return ba_fail(err, BA_ERR_ARG, "engine '%s' is not an approximate engine (mf, tap, "
-                       "bp, hybrid)", ba_engine_name(e));
-    int rc = ba_approx_validate(a, err);
-    if (rc)
-        return rc;
-    if (e == BA_ENGINE_HYBRID && (W < 1 || W > BA_BAND_MAX_W))
-        return ba_fail(err, BA_ERR_ARG, "hybrid window W = %d is outside [1, %d]", W,
-                       BA_BAND_MAX_W);
     if (B < 1)
         return ba_fail(err, BA_ERR_ARG, "batch B = %d must be at least 1", B);
     if (T < 1 || T > BA_MAX_BLOCK)
@@ -117,6 +104,24 @@ static int check_args(ba_engine e, const ba_approx *a, int W, int B, int T, cons
                                        "finite", b, i, j, v);
                 }
     return BA_OK;
+}
+
+/* The checks both directions share, before anything is written: the
+ * engine and settings, the shapes, every coupling j < k < T and every
+ * field a row reads (j <= i) finite. */
+static int check_args(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
+                      const double *J, int ldj, char *err)
+{
+    if (!ba_engine_is_approx(e))
+        return ba_fail(err, BA_ERR_ARG, "engine '%s' is not an approximate engine (mf, tap, "
+                       "bp, hybrid)", ba_engine_name(e));
+    int rc = ba_approx_validate(a, err);
+    if (rc)
+        return rc;
+    if (e == BA_ENGINE_HYBRID && (W < 1 || W > BA_BAND_MAX_W))
+        return ba_fail(err, BA_ERR_ARG, "hybrid window W = %d is outside [1, %d]", W,
+                       BA_BAND_MAX_W);
+    return ba_approx_check_block(B, T, h, J, ldj, err);
 }
 
 /* The far gradient is added row by row up to this distance past the band,

@@ -555,30 +555,7 @@ static int check_args(ba_engine e, const ba_approx *a, int memory, int B, int T,
     if (memory < 0 || memory > BA_APPROX_GEMM_MAX_MEMORY)
         return ba_fail(err, BA_ERR_ARG, "Anderson memory %d is outside [0, %d]", memory,
                        BA_APPROX_GEMM_MAX_MEMORY);
-    if (B < 1)
-        return ba_fail(err, BA_ERR_ARG, "batch B = %d must be at least 1", B);
-    if (T < 1 || T > BA_MAX_BLOCK)
-        return ba_fail(err, BA_ERR_ARG, "T = %d is outside [1, %d]", T, BA_MAX_BLOCK);
-    if (ldj < T)
-        return ba_fail(err, BA_ERR_ARG, "couplings' leading dimension %d is below T = %d", ldj,
-                       T);
-    if (!J && T > 1)
-        return ba_fail(err, BA_ERR_ARG, "couplings J are NULL");
-    for (int j = 0; j + 1 < T; j++)
-        for (int k = j + 1; k < T; k++)
-            if (!isfinite(J[(size_t)j * ldj + k]))
-                return ba_fail(err, BA_ERR_NUMERIC, "coupling J[%d][%d] = %g is not finite", j,
-                               k, J[(size_t)j * ldj + k]);
-    if (h)
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < T; i++)
-                for (int j = 0; j <= i; j++) {
-                    double v = h[((size_t)b * T + i) * T + j];
-                    if (!isfinite(v))
-                        return ba_fail(err, BA_ERR_NUMERIC, "field h[%d][%d][%d] = %g is not "
-                                       "finite", b, i, j, v);
-                }
-    return BA_OK;
+    return ba_approx_check_block(B, T, h, J, ldj, err);
 }
 
 /* A = J + J^T (zero diagonal) and A o A, (T,T) each in one allocation. */

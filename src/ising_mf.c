@@ -169,6 +169,27 @@ static void mft_forward(int tap, const ba_mf_settings *s, int n, const double *h
         *info = inf;
 }
 
+int ba_mf_check_fields(int n, const double *h, char *err)
+{
+    if (h)
+        for (int j = 0; j < n; j++)
+            if (!isfinite(h[j]))
+                return ba_fail(err, BA_ERR_NUMERIC, "field h[%d] = %g is not finite", j, h[j]);
+    return BA_OK;
+}
+
+/* Finite inputs keep every field finite unless sums of couplings near
+ * DBL_MAX overflow. */
+int ba_mf_check_state(ba_mf_method meth, int n, const double *state, char *err)
+{
+    for (int j = 0; j < n; j++)
+        if (!isfinite(state[n + j]))
+            return ba_fail(err, BA_ERR_NUMERIC, "%s field of spin %d overflowed (couplings too "
+                           "large)", meth == BA_MF_BP ? "bp" : meth == BA_MF_TAP ? "tap" : "mf",
+                           j);
+    return BA_OK;
+}
+
 int ba_mf_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const double *h,
                   const double *J, int ldj, double *logw, double *state, double *ws,
                   ba_mf_info *info, char *err)
@@ -178,22 +199,14 @@ int ba_mf_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const doubl
         return rc;
     if (!logw || !state || (!ws && meth != BA_MF_BP))
         return ba_fail(err, BA_ERR_ARG, "mean-field forward: NULL output or workspace");
-    if (h)
-        for (int j = 0; j < n; j++)
-            if (!isfinite(h[j]))
-                return ba_fail(err, BA_ERR_NUMERIC, "field h[%d] = %g is not finite", j, h[j]);
+    rc = ba_mf_check_fields(n, h, err);
+    if (rc)
+        return rc;
     if (meth == BA_MF_BP)
         ba_bp_forward(s, n, h, J, ldj, logw, state, info);
     else
         mft_forward(meth == BA_MF_TAP, s, n, h, J, ldj, logw, state, ws, info);
-    /* finite inputs keep every field finite unless sums of couplings near
-     * DBL_MAX overflow */
-    for (int j = 0; j < n; j++)
-        if (!isfinite(state[n + j]))
-            return ba_fail(err, BA_ERR_NUMERIC, "%s field of spin %d overflowed (couplings too "
-                           "large)", meth == BA_MF_BP ? "bp" : meth == BA_MF_TAP ? "tap" : "mf",
-                           j);
-    return BA_OK;
+    return ba_mf_check_state(meth, n, state, err);
 }
 
 /* K (n,n) = d phi / d m at the state (symmetric), from A, m and D = 1 - m^2. */

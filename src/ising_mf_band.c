@@ -218,20 +218,14 @@ int ba_mf_band_forward(ba_mf_method meth, const ba_mf_settings *s, int n, int W,
         return rc;
     if (!logw || !state || (!ws && meth != BA_MF_BP))
         return ba_fail(err, BA_ERR_ARG, "banded mean-field forward: NULL output or workspace");
-    if (h)
-        for (int j = 0; j < n; j++)
-            if (!isfinite(h[j]))
-                return ba_fail(err, BA_ERR_NUMERIC, "field h[%d] = %g is not finite", j, h[j]);
+    rc = ba_mf_check_fields(n, h, err);
+    if (rc)
+        return rc;
     if (meth == BA_MF_BP)
         ba_bp_band_forward(s, n, W, h, Ab, logw, state, info);
     else
         band_mft_forward(meth == BA_MF_TAP, s, n, W, h, Ab, logw, state, ws, info);
-    for (int j = 0; j < n; j++)
-        if (!isfinite(state[n + j]))
-            return ba_fail(err, BA_ERR_NUMERIC, "%s field of spin %d overflowed (couplings too "
-                           "large)", meth == BA_MF_BP ? "bp" : meth == BA_MF_TAP ? "tap" : "mf",
-                           j);
-    return BA_OK;
+    return ba_mf_check_state(meth, n, state, err);
 }
 
 /* AB (ldab = 3q + 1, n), column-major LAPACK band storage, = I - K D with
