@@ -678,6 +678,26 @@ typedef struct {
 size_t ba_mf_state_doubles(ba_mf_method meth, int n);
 size_t ba_mf_ws_doubles(int n);
 int ba_mf_check_settings(const ba_mf_settings *s, char *err);
+/* One mf/tap sweep's second half, shared by the dense and banded kernels
+ * (so their iterates stay bit for bit the same): m (n) = tanh(phi), and
+ * the undamped step max |m - x| returned; then x (n) += lambda (m - x). */
+static inline double ba_mf_tanh_step(int n, const double *phi, const double *x, double *m)
+{
+    double res = 0.0;
+    for (int j = 0; j < n; j++) {
+        m[j] = tanh(phi[j]);
+        double d = fabs(m[j] - x[j]);
+        res = d > res ? d : res;
+    }
+    return res;
+}
+
+static inline void ba_mf_damp(int n, double lambda, const double *m, double *x)
+{
+    for (int j = 0; j < n; j++)
+        x[j] += lambda * (m[j] - x[j]);
+}
+
 /* The forwards' shared checks: every h[j] finite (h may be NULL), and
  * every field state[n + j] of the result finite (else the couplings
  * overflowed). BA_OK or BA_ERR_NUMERIC naming the spin. */

@@ -148,20 +148,14 @@ static void mft_forward(int tap, const ba_mf_settings *s, int n, const double *h
     ba_mf_info inf = {0, 0};
     for (int it = 1; it <= s->max_iter; it++) {
         mft_field(tap, n, h, A, x, phi);
-        double res = 0.0;
-        for (int j = 0; j < n; j++) {
-            m[j] = tanh(phi[j]);
-            double d = fabs(m[j] - x[j]);
-            res = d > res ? d : res;
-        }
+        double res = ba_mf_tanh_step(n, phi, x, m);
         inf.iters = it;
         /* NaN never passes: a sweep that overflowed ends in ba_mf_forward */
         if (res < s->tol) {
             inf.converged = 1;
             break;
         }
-        for (int j = 0; j < n; j++)
-            x[j] += s->damping * (m[j] - x[j]);
+        ba_mf_damp(n, s->damping, m, x);
     }
     for (int j = 0; j < n; j++)
         logw[j] = ba_log_sigmoid2(phi[j]);
