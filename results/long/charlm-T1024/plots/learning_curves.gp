@@ -15,7 +15,7 @@ set title "validation metric during training\ncharlm, T=1024, C=128; mean ± sd 
 set ylabel "validation perplexity"
 set logscale y
 set ytics autofreq
-set yrange [11.7488:12.96]
+set yrange [11.7776:12.9582]
 set ytics (11.8, 12, 12.2, 12.4, 12.6, 12.8)
 plot 'curves_charlm_T1024_C128_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T1024_C128_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W4" noenhanced, \
