@@ -4,13 +4,13 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WERROR     ?= 0
-DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libcmocka-dev curl ca-certificates gnuplot-nox python3-numpy
+DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libcmocka-dev curl ca-certificates gnuplot-nox python3-numpy python3-torch
 DATA_URL   ?= https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build install test test-release test-asan run data bench bench-long bench-approx reproduce results-doc samplers-doc approx-doc clean help
+.PHONY: all deps build install test test-release test-asan run data bench bench-long bench-approx bench-python reproduce results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
 PREFIX     ?= /usr/local
 
@@ -31,7 +31,8 @@ help:
 	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
 	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~10 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
-	@echo "make install PREFIX=DIR   build, then install headers, libboltzattn.so/.a, boltzattn.pc and the CMake package (docs/c-api.md)"
+	@echo "make install PREFIX=DIR   build, then install headers, libboltzattn.so/.a, boltzattn.pc, the CMake package (docs/c-api.md) and the Python package (docs/python.md)"
+	@echo "make bench-python  the Python op: its overhead over the C op, and against a PyTorch-only exact attention"
 	@echo "make clean  remove build directories"
 
 # Installs missing Debian packages when run as root; otherwise prints the
@@ -115,6 +116,10 @@ bench-long: build
 APPROX_ARGS ?=
 bench-approx: build
 	$(BUILD)/bench_approx --threads 1 --csv $(BUILD)/bench_approx.csv $(APPROX_ARGS)
+
+# The Python binding (docs/performance.md, "Python"): needs python3-torch.
+bench-python: build
+	BOLTZATTN_LIBRARY=$(BUILD)/libboltzattn.so PYTHONPATH=python /usr/bin/python3 bench/python_op.py
 
 # The paper's comparisons: PRESET=quick (minutes), full (hours), samplers or
 # long (long contexts), into out/PRESET (OUT=DIR to choose; results/PRESET

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int check_n(ba_engine e, int n, const double *J, int ldj, char *err)
 {
@@ -111,4 +112,63 @@ int ba_engine_backward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const do
         return c ? ba_engine_backward_fast(c, B, T, h, J, ldj, g, dh, dJ, err)
                  : ba_fast_backward(B, T, h, J, ldj, g, dh, dJ, err);
     return ba_ref_backward(B, T, h, J, ldj, g, dh, dJ, err);
+}
+
+/* ------------------------------------------- one system, any engine */
+
+int ba_ising_solve(ba_engine e, int W, const ba_approx *approx, int n, const double *h,
+                   const double *J, int ldj, double *logw, ba_approx_stats *st, char *err)
+{
+    if (e == BA_ENGINE_AUTO)
+        e = W > 0 ? BA_ENGINE_BAND : BA_ENGINE_FAST;
+    if (e == BA_ENGINE_REFERENCE || e == BA_ENGINE_FAST) {
+        if (W != 0)
+            return ba_fail(err, BA_ERR_ARG, "W = %d is only for the band and hybrid engines "
+                           "(the %s engine takes every coupling)", W, ba_engine_name(e));
+        if (st)
+            memset(st, 0, sizeof *st);
+        return ba_ising_marginals(e, n, h, J, ldj, logw, err);
+    }
+    if (e != BA_ENGINE_BAND && !ba_engine_is_approx(e))
+        return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)e);
+    if (n < 1 || n > BA_MAX_BLOCK)
+        return ba_fail(err, BA_ERR_ARG, "number of spins n = %d is outside [1, %d]", n,
+                       BA_MAX_BLOCK);
+    if ((e == BA_ENGINE_BAND || e == BA_ENGINE_HYBRID) && (W < 1 || W > BA_MAX_BAND))
+        return ba_fail(err, BA_ERR_ARG, "W = %d is outside [1, %d] for the %s engine", W,
+                       BA_MAX_BAND, ba_engine_name(e));
+    if (e != BA_ENGINE_BAND && e != BA_ENGINE_HYBRID && W != 0)
+        return ba_fail(err, BA_ERR_ARG, "W = %d is only for the band and hybrid engines", W);
+    if (!J || !logw)
+        return ba_fail(err, BA_ERR_ARG, "%s is NULL", J ? "output logw" : "couplings J");
+    if (ldj < n)
+        return ba_fail(err, BA_ERR_ARG, "leading dimension ldj = %d is smaller than n = %d", ldj,
+                       n);
+    int rc = check_finite("h", h, n, err);
+    if (rc)
+        return rc;
+    ba_approx a = approx ? *approx : ba_approx_default();
+    if (e != BA_ENGINE_BAND && (rc = ba_approx_validate(&a, err)))
+        return rc;
+    size_t nn = (size_t)n * n;
+    double *hb = calloc(nn, sizeof *hb), *lw = malloc(nn * sizeof *lw); // (n,n) each
+    if (!hb || !lw) {
+        free(hb), free(lw);
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate two %d x %d blocks", n, n);
+    }
+    /* row i is the prefix of i + 1 keys; the last row is the system */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; h && j <= i; j++)
+            hb[(size_t)i * n + j] = h[j];
+    ba_approx_stats tot = {0, 0, 0, 0, 0};
+    if (e == BA_ENGINE_BAND)
+        rc = ba_band_forward(W, 1, n, hb, J, ldj, lw, err);
+    else
+        rc = ba_approx_forward(e, &a, W, 1, n, hb, J, ldj, lw, &tot, err);
+    if (!rc)
+        memcpy(logw, lw + (size_t)(n - 1) * n, sizeof *logw * (size_t)n);
+    if (st)
+        *st = tot;
+    free(hb), free(lw);
+    return rc;
 }

@@ -21,16 +21,7 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECK=$HERE/crosscheck.py
 
-PY=
-for cand in ${PYTHON:-} /usr/bin/python3 python3; do
-  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import numpy' >/dev/null 2>&1; then
-    PY=$(command -v "$cand"); break
-  fi
-done
-if [ -z "$PY" ]; then
-  echo "SKIP: no python3 with numpy found (tried ${PYTHON:+$PYTHON, }/usr/bin/python3, python3); apt-get install python3-numpy"
-  exit 77
-fi
+. "$HERE/python_env.sh"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/crosscheck.XXXXXX") || exit 1
 if [ "${CC_KEEP:-0}" = 1 ]; then echo "keeping $TMP"; else trap 'rm -rf "$TMP"' EXIT; fi

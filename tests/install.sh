@@ -30,7 +30,7 @@ libdir=$(dirname "$(find "$prefix" -name libboltzattn.a | head -n 1)")
 [ -n "$libdir" ] && [ -d "$libdir" ] || fail "libboltzattn.a not installed"
 
 # ---------------------------------------------------------------- files
-for f in include/boltzattn.h include/boltzattn_train.h include/boltzattn_op.h; do
+for f in include/boltzattn.h include/boltzattn_train.h include/boltzattn_op.h include/boltzattn_samplers.h; do
     [ -f "$prefix/$f" ] || fail "$f not installed"
 done
 for f in libboltzattn.so.0.1.0 pkgconfig/boltzattn.pc cmake/boltzattn/boltzattnConfig.cmake \
@@ -132,16 +132,32 @@ grep -qE '^held-out accuracy [0-9.]+ %$' "$tmp/out.train-pc" || {
 cat "$tmp/out.op-pc" "$tmp/out.train-pc"
 
 # ------------------------------------- docs/c-api.md quotes the examples
-python3 - "$src/docs/c-api.md" "$src"/examples/*/*_example.c "$src"/examples/*/CMakeLists.txt <<'EOF'
-import re, sys
-doc = open(sys.argv[1]).read()
-sources = [open(p).read() for p in sys.argv[2:]]
-blocks = re.findall(r"```(?:c|cmake)\n(.*?)```", doc, re.S)
-if not blocks:
-    sys.exit("docs/c-api.md has no code blocks")
-for b in blocks:
-    if not any(b in s for s in sources):
-        sys.exit("docs/c-api.md: a code block is not an excerpt of examples/:\n" + b)
-print(f"docs/c-api.md: {len(blocks)} code blocks, each quoted from examples/")
+python3 "$src/tests/doc_excerpts.py" "$src/docs/c-api.md" c,cmake \
+    "$src"/examples/*/*_example.c "$src"/examples/*/CMakeLists.txt || fail "docs/c-api.md"
+# --------------------------------------------- the installed Python package
+# Installed under PREFIX/lib/pythonX.Y/site-packages (the user site for
+# ~/.local, a venv's own directory) with a link to the installed library
+# beside it; it must load that library, not the build tree's.
+pydir=$(find "$prefix" -type d -path '*/site-packages/boltzattn' | head -n 1)
+[ -n "$pydir" ] && [ -f "$pydir/__init__.py" ] && [ -f "$pydir/torch.py" ] ||
+    fail "the Python package was not installed under $prefix/lib/pythonX.Y/site-packages"
+[ "$(realpath "$pydir/libboltzattn.so.0")" = "$(realpath "$libdir/libboltzattn.so.0.1.0")" ] ||
+    fail "$pydir/libboltzattn.so.0 does not lead to the installed library"
+if [ "$mode" = asan ]; then
+    echo "SKIP the installed package's import: a sanitized library does not load into python3"
+elif /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    env -u BOLTZATTN_LIBRARY PYTHONPATH="$(dirname "$pydir")" /usr/bin/python3 - "$libdir" <<'EOF'
+import os, sys
+import numpy as np
+import boltzattn
+lib = os.path.realpath(boltzattn.library_path)
+want = os.path.realpath(os.path.join(sys.argv[1], "libboltzattn.so.0.1.0"))
+assert lib == want, (lib, want)
+w = boltzattn.ising_marginals(np.array([0.3]), np.zeros((1, 1)))
+assert abs(w[0] - 1 / (1 + np.exp(-0.6))) < 1e-15, w
+print("installed python package: loads", lib)
 EOF
+else
+    echo "SKIP the installed package's import: /usr/bin/python3 has no numpy"
+fi
 echo "install: ok"

@@ -643,6 +643,88 @@ static void test_exp_nonpos_matches_libm(void **state)
         assert_true(low[i] == 0.0);
 }
 
+/* ba_ising_solve: every engine on one system. The exact ones and the
+ * band engine (full band; and a band of 2 against the reference on the
+ * couplings cut to it) equal the reference to 1e-12; at J = 0 every
+ * approximate engine gives log sigmoid(2h); with weak couplings they are
+ * near exact; bad arguments are refused by name. */
+static void test_solve_any_engine(void **state)
+{
+    (void)state;
+    enum { N = 9 };
+    double h[N], J[N * N] = {0}, Jc[N * N] = {0}, ref[N], got[N], zero[N * N] = {0};
+    ba_rng r;
+    ba_rng_seed(&r, 41);
+    for (int j = 0; j < N; j++) {
+        h[j] = ba_rng_normal(&r);
+        for (int k = j + 1; k < N; k++) {
+            J[j * N + k] = 0.4 * ba_rng_normal(&r);
+            Jc[j * N + k] = k - j <= 2 ? J[j * N + k] : 0.0;
+        }
+    }
+    char err[BA_ERR_LEN];
+    ba_approx_stats st;
+    assert_int_equal(ba_ising_marginals(BA_ENGINE_REFERENCE, N, h, J, N, ref, err), BA_OK);
+    const struct {
+        ba_engine e;
+        int W;
+    } exact[] = {{BA_ENGINE_FAST, 0}, {BA_ENGINE_AUTO, 0}, {BA_ENGINE_BAND, N - 1}};
+    for (int c = 0; c < 3; c++) {
+        assert_int_equal(ba_ising_solve(exact[c].e, exact[c].W, NULL, N, h, J, N, got, &st, err),
+                         BA_OK);
+        for (int j = 0; j < N; j++)
+            assert_true(fabs(got[j] - ref[j]) <= 1e-12 * fabs(ref[j]) + 1e-15);
+    }
+    double refc[N];
+    assert_int_equal(ba_ising_marginals(BA_ENGINE_REFERENCE, N, h, Jc, N, refc, err), BA_OK);
+    assert_int_equal(ba_ising_solve(BA_ENGINE_AUTO, 2, NULL, N, h, J, N, got, NULL, err), BA_OK);
+    for (int j = 0; j < N; j++)
+        assert_true(fabs(got[j] - refc[j]) <= 1e-12 * fabs(refc[j]) + 1e-15);
+    const ba_engine approx[] = {BA_ENGINE_MF, BA_ENGINE_TAP, BA_ENGINE_BP, BA_ENGINE_HYBRID};
+    double Jw[N * N];
+    for (int i = 0; i < N * N; i++)
+        Jw[i] = 0.05 * J[i];
+    double refw[N];
+    assert_int_equal(ba_ising_marginals(BA_ENGINE_REFERENCE, N, h, Jw, N, refw, err), BA_OK);
+    for (int c = 0; c < 4; c++) {
+        int W = approx[c] == BA_ENGINE_HYBRID ? 2 : 0;
+        assert_int_equal(ba_ising_solve(approx[c], W, NULL, N, h, zero, N, got, &st, err), BA_OK);
+        for (int j = 0; j < N; j++)
+            assert_true(fabs(got[j] - (-log1p(exp(-2.0 * h[j])))) < 1e-9);
+        assert_int_equal(st.queries, N); /* the causal block's N rows */
+        assert_int_equal(st.unconverged, 0);
+        assert_int_equal(ba_ising_solve(approx[c], W, NULL, N, h, Jw, N, got, &st, err), BA_OK);
+        for (int j = 0; j < N; j++)
+            assert_true(fabs(exp(got[j]) - exp(refw[j])) < 2e-3);
+    }
+    /* refusals */
+    assert_int_equal(ba_ising_solve(BA_ENGINE_FAST, 2, NULL, N, h, J, N, got, NULL, err),
+                     BA_ERR_ARG);
+    assert_non_null(strstr(err, "W = 2"));
+    assert_int_equal(ba_ising_solve(BA_ENGINE_BAND, 0, NULL, N, h, J, N, got, NULL, err),
+                     BA_ERR_ARG);
+    assert_int_equal(ba_ising_solve(BA_ENGINE_MF, 0, NULL, N, h, J, N - 1, got, NULL, err),
+                     BA_ERR_ARG);
+    assert_non_null(strstr(err, "ldj"));
+    assert_int_equal(ba_ising_solve((ba_engine)42, 0, NULL, N, h, J, N, got, NULL, err),
+                     BA_ERR_ARG);
+    assert_int_equal(ba_ising_solve(BA_ENGINE_TAP, 0, NULL, 0, h, J, N, got, NULL, err),
+                     BA_ERR_ARG);
+    ba_approx bad = ba_approx_default();
+    bad.damping = 0.0;
+    assert_int_equal(ba_ising_solve(BA_ENGINE_MF, 0, &bad, N, h, J, N, got, NULL, err),
+                     BA_ERR_ARG);
+    assert_non_null(strstr(err, "damping"));
+    double hn[N];
+    memcpy(hn, h, sizeof hn);
+    hn[3] = NAN;
+    assert_int_equal(ba_ising_solve(BA_ENGINE_BP, 0, NULL, N, hn, J, N, got, NULL, err),
+                     BA_ERR_NUMERIC);
+    assert_non_null(strstr(err, "h[3]"));
+    assert_int_equal(ba_ising_solve(BA_ENGINE_FAST, 0, NULL, 30, NULL, J, 30, got, NULL, err),
+                     BA_ERR_LIMIT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_batched_matches_per_query),
         cmocka_unit_test(test_coupling_only_half),
         cmocka_unit_test(test_exp_nonpos_matches_libm),
+        cmocka_unit_test(test_solve_any_engine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

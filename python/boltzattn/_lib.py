@@ -1,0 +1,144 @@
+"""ctypes declarations of the parts of libboltzattn the package calls.
+
+The library is found, in this order, at the path in the environment variable
+BOLTZATTN_LIBRARY, beside this package (an installed copy links it there),
+then by the system loader (libboltzattn.so.0). Every struct below mirrors a
+struct of include/boltzattn.h or include/boltzattn_op.h field for field;
+ctypes lays them out with the platform's C rules, as the compiler does.
+"""
+import ctypes
+import os
+
+ERR_LEN = 512  # BA_ERR_LEN: every library error message fits in it
+
+# enum values of include/boltzattn.h
+ATTN = {"softmax": 0, "sigmoid": 1, "boltzmann": 2, "coupling": 3}
+ENGINE = {"reference": 0, "fast": 1, "band": 2, "auto": 3, "mf": 4, "tap": 5, "bp": 6,
+          "hybrid": 7}
+COUPLINGS = {"absolute": 0, "relative": 1}
+FIELD_BIAS = {"none": 0, "log-n": 1}
+STATUS = {0: "ok", 1: "bad argument", 2: "i/o error", 3: "bad format", 4: "out of memory",
+          5: "numeric error", 6: "beyond the engine's limit"}
+
+
+class BoltzattnError(RuntimeError):
+    """A call into libboltzattn failed; .status is the library's ba_status
+    code and the message is the library's own, naming the bad value."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class Approx(ctypes.Structure):
+    """ba_approx: the approximate engines' iteration settings."""
+    _fields_ = [("damping", ctypes.c_double), ("tol", ctypes.c_double),
+                ("max_iter", ctypes.c_int)]
+
+
+class ApproxStats(ctypes.Structure):
+    """ba_approx_stats: what the approximate engines did."""
+    _fields_ = [("queries", ctypes.c_long), ("sweeps", ctypes.c_long),
+                ("max_sweeps", ctypes.c_int), ("retried", ctypes.c_long),
+                ("unconverged", ctypes.c_long)]
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name, _ in self._fields_}
+
+
+class OpDesc(ctypes.Structure):
+    """ba_attn_op_desc: what the attention op computes."""
+    _fields_ = [("B", ctypes.c_int), ("H", ctypes.c_int), ("T", ctypes.c_int),
+                ("d", ctypes.c_int), ("causal", ctypes.c_int), ("scale", ctypes.c_double),
+                ("attn", ctypes.c_int), ("engine", ctypes.c_int), ("couplings", ctypes.c_int),
+                ("D", ctypes.c_int), ("band", ctypes.c_int), ("field_bias", ctypes.c_int),
+                ("approx", Approx), ("window", ctypes.c_int)]
+
+
+class TensorInfo(ctypes.Structure):
+    """ba_tensor_info: one parameter tensor of a model."""
+    _fields_ = [("name", ctypes.c_char * 64), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int * 3), ("offset", ctypes.c_size_t),
+                ("size", ctypes.c_size_t), ("decay", ctypes.c_int)]
+
+
+_P = ctypes.c_void_p
+_D = ctypes.POINTER(ctypes.c_double)
+_F = ctypes.POINTER(ctypes.c_float)
+_ERR = ctypes.c_char_p  # a caller-owned buffer of ERR_LEN bytes
+
+
+def _candidates():
+    env = os.environ.get("BOLTZATTN_LIBRARY")
+    if env:
+        # the user named a file: that one or an error, never a silent fallback
+        return [("BOLTZATTN_LIBRARY", env)]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [("beside the package", os.path.join(here, "libboltzattn.so.0")),
+            ("the system loader", "libboltzattn.so.0")]
+
+
+def _load():
+    tried = []
+    for where, path in _candidates():
+        if where != "the system loader" and not os.path.exists(path):
+            tried.append("%s (%s): no such file" % (path, where))
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s): %s" % (path, where, e))
+    raise ImportError("boltzattn: cannot load libboltzattn.so.0; tried " + "; ".join(tried) +
+                      ". Build the library (cmake --build build) and set "
+                      "BOLTZATTN_LIBRARY=build/libboltzattn.so, or install the project "
+                      "(docs/python.md).")
+
+
+lib, path = _load()
+
+
+def _sig(name, restype, argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+_sig("ba_attn_op_default", OpDesc, [ctypes.c_int] * 4)
+_sig("ba_attn_op_check", ctypes.c_int, [ctypes.POINTER(OpDesc), _ERR])
+_sig("ba_attn_op_j_size", ctypes.c_size_t, [ctypes.POINTER(OpDesc)])
+_sig("ba_attn_op_ctx_new", ctypes.c_int, [ctypes.POINTER(_P), _ERR])
+_sig("ba_attn_op_ctx_free", None, [_P])
+_sig("ba_attn_op_forward_f32", ctypes.c_int, [_P, ctypes.POINTER(OpDesc), _F, _F, _F, _F, _F,
+                                              _ERR])
+_sig("ba_attn_op_forward_f64", ctypes.c_int, [_P, ctypes.POINTER(OpDesc), _D, _D, _D, _D, _D,
+                                              _ERR])
+_sig("ba_attn_op_backward_f32", ctypes.c_int, [_P, _F, _F, _F, _F, _F, _F, _F, _F, _F, _ERR])
+_sig("ba_attn_op_backward_f64", ctypes.c_int, [_P, _D, _D, _D, _D, _D, _D, _D, _D, _D, _ERR])
+_sig("ba_attn_op_approx_stats_take", ApproxStats, [_P])
+_sig("ba_approx_default", Approx, [])
+_sig("ba_ising_solve", ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.POINTER(Approx),
+                                      ctypes.c_int, _D, _D, ctypes.c_int, _D,
+                                      ctypes.POINTER(ApproxStats), _ERR])
+_sig("ba_checkpoint_load", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P), _P, _ERR])
+_sig("ba_model_free", None, [_P])
+_sig("ba_model_num_tensors", ctypes.c_int, [_P])
+_sig("ba_model_tensor", ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(TensorInfo)])
+_sig("ba_model_params", _F, [_P])
+
+
+def errbuf():
+    return ctypes.create_string_buffer(ERR_LEN)
+
+
+def check(rc, err, what):
+    """Raises BoltzattnError with the library's message when rc is not 0."""
+    if rc:
+        msg = err.value.decode("utf-8", "replace") or STATUS.get(rc, "error %d" % rc)
+        raise BoltzattnError(rc, "%s: %s" % (what, msg))
+
+
+def enum_value(table, kind, name):
+    if not isinstance(name, str) or name not in table:
+        raise ValueError("%s %r is not one of %s" % (kind, name, ", ".join(sorted(table))))
+    return table[name]
