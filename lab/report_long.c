@@ -234,7 +234,14 @@ static int jtable_arms(const command *c, const rep_grid *x, const char *prefix, 
             }
             fprintf(f, " %s |\n", rep_paper_sign(d));
         }
-        fprintf(f, "\n");
+        /* an analysis needs its runs' checkpoints, which are not
+         * committed: say how many seeds each column stands on */
+        fprintf(f, "\nSeeds analysed (runs whose checkpoints were at hand):");
+        for (int i = 0; i < na; i++)
+            fprintf(f, "%s `%s` %d of %d", i ? "," : "", labels[i],
+                    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(js[i], "runs")),
+                    g->nseeds);
+        fprintf(f, ".\n\n");
         for (int i = 0; i < na; i++)
             if (rep_png_links(x, subs[i], prefix, f))
                 return 1;

@@ -167,6 +167,7 @@ check "J by distance: the analysed arms side by side, the others named" '
     has "$TMP/r1.md" "| distance | boltzmann-rel-W2 | boltzmann-W2 | paper |" &&
     grep -q "^| 2 | [-+][0-9.]* \[[-+][0-9.]*, [-+][0-9.]*\][ <>0]* | [-+][0-9.]* \[.*\][ <>0]* | > 0 |$" "$TMP/r1.md" &&
     grep -q "No couplings analysis for \`boltzmann-W2-nopos\`" "$TMP/r1.md" &&
+    has "$TMP/r1.md" "Seeds analysed (runs whose checkpoints were at hand): \`boltzmann-rel-W2\` 2 of 2, \`boltzmann-W2\` 2 of 2." &&
     { [ $GNUPLOT = 0 ] || has "$TMP/r1.md" "![J_vs_distance.png](charlm-T16/couplings/boltzmann+relative+band2/J_vs_distance.png)"; }'
 long=$(awk '{ s += $4 } END { printf "%.3f", s / NR }' "$TMP/done")
 check "extrapolation table: the entries' perplexities, the arm trained at T = 32 beside them" '
