@@ -67,6 +67,31 @@ static double bp_msg(double a, double x)
     return lead + 0.5 * (log1p(exp(-2.0 * fabs(a + x))) - log1p(exp(-2.0 * fabs(a - x))));
 }
 
+/* One damped update of the pair {k, j} (coupling a, cavity-free fields
+ * Hk, Hj): both messages from the old ones, then both moved a share lam;
+ * returns the larger undamped step. The dense and the banded sweeps call
+ * it with their own message layouts, so their iterates stay bit for bit
+ * the same. */
+static inline double bp_pair_update(double a, double Hk, double Hj, double *ukj, double *ujk,
+                                    double lam)
+{
+    double dkj = bp_msg(a, Hk - *ujk) - *ukj;
+    double djk = bp_msg(a, Hj - *ukj) - *ujk;
+    *ukj += lam * dkj;
+    *ujk += lam * djk;
+    return fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
+}
+
+/* The result of a sweep's fields H (n): m (n) = tanh H, logw (n) = log
+ * sigmoid(2H). */
+static void bp_marginals(int n, const double *H, double *m, double *logw)
+{
+    for (int j = 0; j < n; j++) {
+        m[j] = tanh(H[j]);
+        logw[j] = ba_log_sigmoid2(H[j]);
+    }
+}
+
 /* Its partial derivatives in x (*px) and a (*pa). */
 static void bp_dmsg(double a, double x, double *px, double *pa)
 {
@@ -106,13 +131,9 @@ void ba_bp_forward(const ba_mf_settings *s, int n, const double *h, const double
                 double a = J[(size_t)k * ldj + j];
                 if (a == 0.0)
                     continue;
-                double *ukj = u + (size_t)k * n + j, *ujk = u + (size_t)j * n + k;
-                double dkj = bp_msg(a, H[k] - *ujk) - *ukj;
-                double djk = bp_msg(a, H[j] - *ukj) - *ujk;
-                *ukj += lam * dkj;
-                *ujk += lam * djk;
-                dkj = fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
-                res = dkj > res ? dkj : res;
+                double step = bp_pair_update(a, H[k], H[j], u + (size_t)k * n + j,
+                                             u + (size_t)j * n + k, lam);
+                res = step > res ? step : res;
             }
         bp_fields(n, h, u, H, NULL);
         inf.iters = it;
@@ -122,10 +143,7 @@ void ba_bp_forward(const ba_mf_settings *s, int n, const double *h, const double
         }
     }
     /* |u_{k->j}| <= |A_jk|, so |H_j| <= |h_j| + sum_k |A_jk| */
-    for (int j = 0; j < n; j++) {
-        m[j] = tanh(H[j]);
-        logw[j] = ba_log_sigmoid2(H[j]);
-    }
+    bp_marginals(n, H, m, logw);
     if (info)
         *info = inf;
 }
@@ -281,14 +299,9 @@ void ba_bp_band_forward(const ba_mf_settings *s, int n, int W, const double *h,
                 double a = Ab[(size_t)k * w2 + W + j - k];
                 if (a == 0.0)
                     continue;
-                double *ukj = ub + (size_t)k * w2 + W + j - k;
-                double *ujk = ub + (size_t)j * w2 + W + k - j;
-                double dkj = bp_msg(a, H[k] - *ujk) - *ukj;
-                double djk = bp_msg(a, H[j] - *ukj) - *ujk;
-                *ukj += lam * dkj;
-                *ujk += lam * djk;
-                dkj = fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
-                res = dkj > res ? dkj : res;
+                double step = bp_pair_update(a, H[k], H[j], ub + (size_t)k * w2 + W + j - k,
+                                             ub + (size_t)j * w2 + W + k - j, lam);
+                res = step > res ? step : res;
             }
         }
         bp_band_fields(n, W, h, ub, H);
@@ -298,10 +311,7 @@ void ba_bp_band_forward(const ba_mf_settings *s, int n, int W, const double *h,
             break;
         }
     }
-    for (int j = 0; j < n; j++) {
-        m[j] = tanh(H[j]);
-        logw[j] = ba_log_sigmoid2(H[j]);
-    }
+    bp_marginals(n, H, m, logw);
     if (info)
         *info = inf;
 }
