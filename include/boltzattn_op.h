@@ -142,8 +142,10 @@ int ba_attn_op_forward_f64(ba_attn_op_ctx *ctx, const ba_attn_op_desc *desc, con
  * same forward gives the same gradients.
  * Errors: BA_ERR_ARG naming a NULL ctx, q, k, v, J (Ising attention), dout,
  * dq, dk or dv, a ctx without a forward, or a forward in the other
- * precision; BA_ERR_NUMERIC (an approximate engine's adjoint, a non-finite
- * value); BA_ERR_NOMEM. On failure the gradients are unspecified. */
+ * precision; BA_ERR_NUMERIC naming the first non-finite value of dout (by
+ * index and coordinates, before anything is computed), or from an
+ * approximate engine's adjoint; BA_ERR_NOMEM. On failure the gradients are
+ * unspecified. */
 int ba_attn_op_backward_f32(ba_attn_op_ctx *ctx, const float *q, const float *k, const float *v,
                             const float *J, const float *dout, float *dq, float *dk, float *dv,
                             float *dJ, char *err);

@@ -255,7 +255,7 @@ static int nonfinite_input(const ba_attn_op_desc *o, const char *name, size_t i,
 }
 
 /* Element i of a float (prec 32) or double array, as a double. */
-static double elem(const void *p, int prec, size_t i)
+static double elem_of(const void *p, int prec, size_t i)
 {
     return prec == 32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
 }
@@ -272,12 +272,12 @@ static int check_finite(const ba_attn_op_desc *o, int prec, const void *q, const
     const char *name[3] = {"q", "k", "v"};
     for (int a = 0; a < 3; a++)
         for (size_t i = 0; i < n; i++)
-            if (!isfinite(elem(x[a], prec, i)))
-                return nonfinite_input(o, name[a], i, elem(x[a], prec, i), err);
+            if (!isfinite(elem_of(x[a], prec, i)))
+                return nonfinite_input(o, name[a], i, elem_of(x[a], prec, i), err);
     size_t nJ = ba_attn_op_j_size(o);
     for (size_t i = 0; i < nJ; i++)
-        if (coupling_read(o, i) && !isfinite(elem(J, prec, i)))
-            return nonfinite_input(o, "J", i, elem(J, prec, i), err);
+        if (coupling_read(o, i) && !isfinite(elem_of(J, prec, i)))
+            return nonfinite_input(o, "J", i, elem_of(J, prec, i), err);
     return BA_OK;
 }
 
@@ -351,7 +351,13 @@ static int backward_check(ba_attn_op_ctx *ctx, int prec, const void *q, const vo
     if (is_ising(o->attn) && !J)
         return ba_fail(err, BA_ERR_ARG, "J is NULL: %s attention needs its couplings",
                        ba_attn_name(o->attn));
-    size_t n = (size_t)o->B * o->H * o->T * o->d * elem;
+    /* a non-finite upstream gradient would spread into every gradient of
+     * its query: named here, like the forward's inputs */
+    size_t nel = (size_t)o->B * o->H * o->T * o->d;
+    for (size_t i = 0; i < nel; i++)
+        if (!isfinite(elem_of(dout, prec, i)))
+            return nonfinite_input(o, "dout", i, elem_of(dout, prec, i), err);
+    size_t n = nel * elem;
     memset(dq, 0, n), memset(dk, 0, n), memset(dv, 0, n);
     if (dJ)
         memset(dJ, 0, ba_attn_op_j_size(o) * elem);

@@ -637,6 +637,13 @@ static void test_bad_pointers(void **state)
     Jd[1 * 4 + 2] = -INFINITY;
     EXPECT_ERR(ba_attn_op_forward_f64(ctx, &o, xd, xd, xd, Jd, outd, err), BA_ERR_NUMERIC,
                "J[0][1][2] = -inf");
+    /* a non-finite upstream gradient is named before the backward runs */
+    Jd[1 * 4 + 2] = 0.1;
+    assert_int_equal(ba_attn_op_forward_f32(ctx, &o, x, x, x, J, out, NULL), BA_OK);
+    EXPECT_ERR(ba_attn_op_backward_f32(ctx, x, x, x, J, xn, g[0], g[1], g[2], g[3], err),
+               BA_ERR_NUMERIC, "dout[3] (b 0, h 0, t 1, c 1) = nan is not finite");
+    assert_int_equal(ba_attn_op_backward_f32(ctx, x, x, x, J, x, g[0], g[1], g[2], g[3], NULL),
+                     BA_OK);
     ba_attn_op_ctx_free(ctx);
 }
 

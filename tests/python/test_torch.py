@@ -158,6 +158,11 @@ class InputRules(unittest.TestCase):
         bad[0, 1, 3, 2] = float("inf")
         with self.assertRaisesRegex(BoltzattnError, "not finite"):
             boltzmann_attention(bad, k, v, J)
+        y = boltzmann_attention(q, k, v, J)
+        g = torch.zeros_like(y)
+        g[0, 0, 2, 1] = float("nan")
+        with self.assertRaisesRegex(BoltzattnError, r"dout\[9\] \(b 0, h 0, t 2, c 1\)"):
+            y.backward(g)
 
     def test_non_contiguous_inputs_are_taken(self):
         q, k, v, J = self.q, self.k, self.v, self.J
