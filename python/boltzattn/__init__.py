@@ -15,6 +15,7 @@ import json
 import os
 import stat
 import struct
+import warnings
 
 import numpy as np
 
@@ -118,6 +119,11 @@ def load_checkpoint(path, dtype=None):
     from .torch import BoltzattnModel
 
     config, tensors = read_checkpoint(path)
+    sampler = (config.get("sampler") or {}).get("kind", "exact")
+    if sampler != "exact":
+        warnings.warn("%s was trained with sampled attention (%s); the PyTorch model computes "
+                      "the exact marginals, as `boltzattn eval --engine` does" % (path, sampler),
+                      RuntimeWarning, stacklevel=2)
     dtype = dtype or torch.float32
     model = BoltzattnModel(config, dtype=dtype)
     model.load_state_dict({k: torch.from_numpy(v).to(dtype) for k, v in tensors.items()},
@@ -159,8 +165,13 @@ def save_checkpoint(model, path, step=None):
     renamed over path, so a model the library would refuse never replaces
     a file. Refuses a path that exists and is not a regular file."""
     path = os.fspath(path)
-    if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
-        raise BoltzattnError(2, "%s exists and is not a regular file; not replaced" % path)
+    if os.path.lexists(path):
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:  # a dangling link
+            regular = False
+        if not regular:
+            raise BoltzattnError(2, "%s exists and is not a regular file; not replaced" % path)
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "task" not in config:
         raise ValueError("model.config must be the model's config dict with its task "

@@ -254,6 +254,22 @@ class AgainstCli(unittest.TestCase):
         g2 = os.path.join(d, "again-grads.safetensors")
         run_cli("grads", "--ckpt", again, "--batch", batch, "--threads", 1, "--out", g2)
         self.assertEqual(float(read_grads(g2)["loss"][0]), want)
+        # never over something that is not a regular file
+        for target in (d, "/dev/null"):
+            with self.assertRaisesRegex(BoltzattnError, "not a regular file"):
+                boltzattn.save_checkpoint(model, target)
+
+
+@unittest.skipIf(not CLI, "BOLTZATTN_CLI is not set (tests/python.sh sets it)")
+class SampledCheckpoint(unittest.TestCase):
+    def test_loading_says_it_is_exact(self):
+        with tempfile.TemporaryDirectory() as d:
+            run_cli("train", "--task", "brackets", "--attn", "boltzmann", "--T", 6, "--embd", 8,
+                    "--steps", 2, "--batch", 4, "--sampler", "gibbs", "--shots", 16,
+                    "--threads", 1, "--quiet", "--out", os.path.join(d, "r"))
+            with self.assertWarnsRegex(RuntimeWarning, "sampled attention \\(gibbs\\)"):
+                m = boltzattn.load_checkpoint(os.path.join(d, "r", "model.safetensors"))
+            self.assertEqual(m.config["sampler"]["kind"], "gibbs")
 
 
 def bracket_batch(rng, B, T):
