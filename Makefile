@@ -4,7 +4,11 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WERROR     ?= 0
-DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libcmocka-dev curl ca-certificates gnuplot-nox python3-numpy python3-torch
+DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libcmocka-dev curl ca-certificates gnuplot-nox python3-numpy
+# what only the tests need (the Python package's): large, so `make run` and
+# `make install` do not pull it in
+TEST_PKGS  := python3-torch
+PKGS        = $(DEB_PKGS)
 DATA_URL   ?= https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
@@ -40,7 +44,7 @@ help:
 deps:
 	@missing=""; \
 	if command -v dpkg-query >/dev/null 2>&1; then \
-	  for p in $(DEB_PKGS); do \
+	  for p in $(PKGS); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	  done; \
 	fi; \
@@ -65,6 +69,7 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: test-release test-asan
+test test-release test-asan: PKGS = $(DEB_PKGS) $(TEST_PKGS)
 
 test-release: build
 	cmake --build $(BUILD) -j $(JOBS) --target boltzattn_f64
