@@ -7,7 +7,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 }
 set output 'J_vs_distance.png'
 set datafile separator ","
-set title "mean coupling J by key distance (charlm, boltzmann-rel-W8, T=64, 2 layers x 4 heads)"
+set title "mean coupling J by key distance (charlm, boltzmann-rel-W8, T=64, 2 layers x 4 heads, 2 runs)"
 set xlabel "key distance d = k - j"
 set ylabel "coupling J_{jk}"
 set xrange [0.5:8.5]
@@ -19,7 +19,7 @@ set label 1 "paper: J > 0" at 3, graph 0.04 center textcolor rgb "#b2182b"
 set object 2 rectangle from 5.5, graph 0 to graph 1, graph 1 behind fillcolor rgb "#e3ecf7" fillstyle solid noborder
 set label 2 "paper: J < 0" at 7, graph 0.04 center textcolor rgb "#2166ac"
 plot 0 with lines dashtype 2 linecolor rgb "black" title "J = 0", \
-     'distance.csv' using (strcol(1) eq "all" ? $3 : NaN):5:6 with yerrorlines linewidth 2 pointtype 7 linecolor rgb "#d62728" title "mean ± sd over all pairs, layers and heads", \
+     'distance_runs.csv' using 1:3:5:6 with yerrorlines linewidth 2 pointtype 7 linecolor rgb "#d62728" title "mean over 2 runs, 95 % interval over runs", \
      'distance.csv' using ((strcol(1) eq "0" && strcol(2) eq "0") ? $3 : NaN):5 with linespoints dashtype 2 linewidth 1.2 pointtype 4 linecolor rgb "#1f77b4" title "layer 0, head 0", \
      'distance.csv' using ((strcol(1) eq "0" && strcol(2) eq "1") ? $3 : NaN):5 with linespoints dashtype 2 linewidth 1.2 pointtype 6 linecolor rgb "#ff7f0e" title "layer 0, head 1", \
      'distance.csv' using ((strcol(1) eq "0" && strcol(2) eq "2") ? $3 : NaN):5 with linespoints dashtype 2 linewidth 1.2 pointtype 8 linecolor rgb "#2ca02c" title "layer 0, head 2", \
