@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _op
 from ._lib import BoltzattnError
 
 __version__ = "0.1.0"
@@ -40,8 +40,6 @@ def ising_marginals(h, J, engine="auto", band=None, approx=None, window=None, lo
     Raises ValueError for bad shapes or names, BoltzattnError with the
     library's message otherwise (n past the engine's limit, non-finite
     values, an iteration that did not converge)."""
-    from . import _op  # noqa: the op's settings parser
-
     h = np.ascontiguousarray(h, dtype=np.float64)
     J = np.ascontiguousarray(J, dtype=np.float64)
     if h.ndim != 1 or h.size < 1:
@@ -53,6 +51,8 @@ def ising_marginals(h, J, engine="auto", band=None, approx=None, window=None, lo
     W = int(band or 0) if engine in ("auto", "band") else int(window or 0)
     if engine not in ("auto", "band") and band:
         raise ValueError("band is for the auto and band engines; the hybrid engine takes window")
+    if engine != "hybrid" and window:
+        raise ValueError("window is the hybrid engine's; the %s engine takes none" % engine)
     a = _op.approx_settings(approx)
     logw = np.empty(n)
     st = _lib.ApproxStats()

@@ -67,6 +67,8 @@ class IsingMarginals(unittest.TestCase):
     def test_refusals(self):
         with self.assertRaisesRegex(ValueError, "engine 'nope'"):
             boltzattn.ising_marginals(self.h, self.J, engine="nope")
+        with self.assertRaisesRegex(ValueError, "window is the hybrid engine's"):
+            boltzattn.ising_marginals(self.h, self.J, engine="band", band=2, window=2)
         with self.assertRaisesRegex(ValueError, "J must be"):
             boltzattn.ising_marginals(self.h, self.J[:3])
         big = np.zeros(30)

@@ -181,7 +181,7 @@ def run_cli(*args):
 
 
 def read_grads(path):
-    config, tensors = None, {}
+    tensors = {}
     with open(path, "rb") as f:
         raw = f.read()
     n = int.from_bytes(raw[:8], "little")
