@@ -149,7 +149,10 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
     {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0}
 
 /* Reads SHARED_TRAIN_OPTS (s->seed and j_init_std are left to the
- * caller) and applies --threads. 0 or an exit code. */
+ * caller) and applies --threads. arm_engine: an approximate engine some
+ * of ablate's arms run on their own (engine=NAME), whose settings
+ * --damping, --tol, --max-iter (and --window for hybrid) then give even
+ * when --engine is exact; BA_ENGINE_AUTO for none. 0 or an exit code. */
 typedef struct {
     int layers, heads;
     ba_engine engine;
@@ -157,7 +160,8 @@ typedef struct {
     int window;        /* --window (or --band under --engine hybrid); 0 unless hybrid */
     ba_data_spec data; /* kinds, held-out size and seed */
 } model_opts;
-int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_settings *s);
+int parse_shared_opts(const command *c, ba_task task, ba_engine arm_engine, model_opts *m,
+                      ba_train_settings *s);
 /* --window, --damping, --tol, --max-iter over base values (a checkpoint's,
  * or ba_approx_default and 0): only with an approximate engine, and
  * --window only with hybrid, so that no option is silently ignored.

@@ -413,7 +413,8 @@ int parse_approx_opts(const command *c, ba_engine engine, const ba_approx *base,
     return 0;
 }
 
-int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_settings *s)
+int parse_shared_opts(const command *c, ba_task task, ba_engine arm_engine, model_opts *m,
+                      ba_train_settings *s)
 {
     char err[BA_ERR_LEN];
     int rc;
@@ -425,7 +426,8 @@ int parse_shared_opts(const command *c, ba_task task, model_opts *m, ba_train_se
     if (ba_engine_parse(get_str(c, "engine"), &m->engine, err))
         return usage_error(c, "%s", err);
     ba_approx defaults = ba_approx_default();
-    if ((rc = parse_approx_opts(c, m->engine, &defaults, 0, &m->approx, &m->window)))
+    ba_engine settings_of = ba_engine_is_approx(m->engine) ? m->engine : arm_engine;
+    if ((rc = parse_approx_opts(c, settings_of, &defaults, 0, &m->approx, &m->window)))
         return rc;
     if ((rc = get_int(c, "layers", 1, 64, &m->layers)) ||
         (rc = get_int(c, "heads", 1, 64, &m->heads)) ||

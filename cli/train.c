@@ -525,7 +525,7 @@ int cmd_train(int argc, char **argv)
     model_opts mo;
     ba_train_settings s;
     ba_config cfg;
-    if ((rc = parse_shared_opts(c, task, &mo, &s)) ||
+    if ((rc = parse_shared_opts(c, task, BA_ENGINE_AUTO, &mo, &s)) ||
         (rc = get_double(c, "j-init-std", 0, 100, &s.j_init_std)) ||
         (rc = get_u64(c, "seed", &s.seed)) || (rc = train_config(c, task, &mo, &cfg)))
         return rc;

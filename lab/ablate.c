@@ -32,7 +32,9 @@ static opt ablate_opts[64] = {
     {"arm", "SPEC", NULL,
      "instead of --attn: an arm with its form, SPEC = VARIANT[+PART]... with PART relative or "
      "absolute (couplings), band<W>, log-n (field bias), pos-emb=learned|none (default none "
-     "with relative couplings), e.g. boltzmann+relative+band8, sigmoid+log-n; comma-separated "
+     "with relative couplings), engine=mf|tap|bp|hybrid (the arm's own approximate engine, "
+     "with the grid's --damping, --tol, --max-iter, --window), e.g. boltzmann+relative+band8, "
+     "sigmoid+log-n, boltzmann+relative+engine=tap; comma-separated "
      "and/or repeated; cells of a form are named by its label (boltzmann-rel-W8)", 0, 0},
     {"T", "LIST", "8",
      "block sizes, each in 1.." STR(BA_MAX_BLOCK) "; brackets: at most 64 (41, 32, 27 with 2, "
@@ -146,8 +148,11 @@ static int arm_specs(const command *c, const char *const *vals, int nv, lab_arm 
                 return usage_error(c, "--arm %s", err);
             for (int i = 0; i < *n; i++)
                 if (out[i].attn == out[*n].attn && lab_form_same(&out[i].form, &out[*n].form))
-                    return usage_error(c, "--arm: '%s' and '%s' are the same arm", item[i],
-                                       item[*n]);
+                    return usage_error(c,
+                                       "--arm: '%s' and '%s' are the same arm (arms of one "
+                                       "grid differ by more than their engine: one grid per "
+                                       "engine)",
+                                       item[i], item[*n]);
             (*n)++;
             if (!p[len])
                 break;
@@ -236,8 +241,15 @@ static int parse_grid(const command *c, int argc, char **argv, lab_grid *g)
     model_opts mo;
     long seed0;
     int rc;
-    if ((rc = parse_arms(c, argc, argv, g)) ||
-        (rc = parse_shared_opts(c, g->task, &mo, &g->train)) ||
+    if ((rc = parse_arms(c, argc, argv, g)))
+        return rc;
+    /* the engine whose settings the approximate options give when the
+     * grid's is exact: an arm's own (hybrid first, which also has --window) */
+    ba_engine arm_engine = BA_ENGINE_AUTO;
+    for (int a = 0; a < g->narms; a++)
+        if (g->arms[a].form.engine >= 0 && arm_engine != BA_ENGINE_HYBRID)
+            arm_engine = (ba_engine)g->arms[a].form.engine;
+    if ((rc = parse_shared_opts(c, g->task, arm_engine, &mo, &g->train)) ||
         (rc = get_int_list(c, "T", 1, BA_MAX_BLOCK, g->T, LAB_MAX_LIST, &g->nT)) ||
         (rc = get_int_list(c, "embd", 1, 8192, g->C, LAB_MAX_LIST, &g->nC)) ||
         (rc = get_int(c, "seeds", 1, 1000, &g->nseeds)) ||
@@ -337,6 +349,13 @@ static int finished_count(const grid_state *s)
     return n;
 }
 
+/* The engine a cell trains with (an arm's own, or the grid's). */
+static ba_engine cell_engine(const grid_state *s, const lab_cell *x)
+{
+    ba_config cfg = lab_cell_config(&s->g, x->arm, x->T, x->C, x->ffn);
+    return cfg.engine;
+}
+
 /* A cell's directory that holds a finished run of other settings is not
  * overwritten: that would destroy a result. */
 static int check_foreign(grid_state *s)
@@ -355,7 +374,7 @@ static int check_foreign(grid_state *s)
                                    "choose another --out",
                                    s->dir, name, r->steps, r->seed,
                                    ba_engine_name(ba_config_engine(&r->info.config)),
-                                   s->g.train.steps, ba_engine_name(s->g.engine));
+                                   s->g.train.steps, ba_engine_name(cell_engine(s, x)));
         }
     }
     return 0;
@@ -689,13 +708,15 @@ int cmd_ablate(int argc, char **argv)
     if (make_dirs(path, err))
         return fail_lib(c, err, 1);
     const char *data_path = is_set(c, "data") ? get_str(c, "data") : default_data_path();
-    int code = lab_grid_write(c, s.dir, &s.g);
-    if (!code)
-        code = refresh(&s);
+    /* grid.json is written only once the runs there are known to fit the
+     * grid: a refused command leaves the grid's definition as it was */
+    int code = refresh(&s);
     if (!code)
         code = upgrade_legacy(&s);
     if (!code)
         code = check_foreign(&s);
+    if (!code)
+        code = lab_grid_write(c, s.dir, &s.g);
     for (int i = 0; i < nshare && !code && !is_set(c, "summary-only"); i++)
         code = share_from(&s, share[i]);
     if (!code && !is_set(c, "summary-only"))

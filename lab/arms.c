@@ -1,6 +1,6 @@
 /* Arms: what a grid compares. An arm is an attention variant with its form
  * (couplings absolute or relative, a band, a field bias, position
- * embeddings) and its sampler. This file names them: the specs of the
+ * embeddings, its own approximate engine) and its sampler. This file names them: the specs of the
  * command line (ablate --arm), the labels of tables and plots, and the
  * part of a cell's directory name. A plain arm (the paper's form) is named
  * by its variant alone, as every arm was before forms existed, so grids
@@ -18,6 +18,7 @@ lab_form lab_form_plain(void)
     f.band = 0;
     f.field_bias = BA_FIELD_BIAS_NONE;
     f.pos_emb = 1;
+    f.engine = -1;
     return f;
 }
 
@@ -30,7 +31,7 @@ int lab_form_same(const lab_form *a, const lab_form *b)
 int lab_form_is_plain(const lab_form *f)
 {
     lab_form p = lab_form_plain();
-    return lab_form_same(f, &p);
+    return lab_form_same(f, &p) && f->engine < 0;
 }
 
 lab_form lab_form_of(const ba_config *cfg)
@@ -41,6 +42,9 @@ lab_form lab_form_of(const ba_config *cfg)
     f.band = cfg->band;
     f.field_bias = cfg->field_bias;
     f.pos_emb = cfg->pos_emb != 0;
+    /* an approximate engine is part of what the model learned with: its
+     * label says so, as its arm's does (exact engines all agree) */
+    f.engine = ba_engine_is_approx(cfg->engine) ? (int)cfg->engine : -1;
     return f;
 }
 
@@ -52,9 +56,12 @@ void lab_form_label(ba_attn attn, const lab_form *f, char *buf, size_t n)
     const char *pos = "";
     if (!f->pos_emb != !lab_form_default_pos(f->couplings))
         pos = f->pos_emb ? "-pos" : "-nopos";
-    snprintf(buf, n, "%s%s%s%s%s", ba_attn_name(attn),
+    char engine[24] = "";
+    if (f->engine >= 0)
+        snprintf(engine, sizeof engine, "-%s", ba_engine_name((ba_engine)f->engine));
+    snprintf(buf, n, "%s%s%s%s%s%s", ba_attn_name(attn),
              f->couplings == BA_COUPLINGS_RELATIVE ? "-rel" : "", band,
-             f->field_bias == BA_FIELD_BIAS_LOG_N ? "-logn" : "", pos);
+             f->field_bias == BA_FIELD_BIAS_LOG_N ? "-logn" : "", pos, engine);
 }
 
 lab_arm lab_arm_plain(ba_attn attn)
@@ -96,7 +103,7 @@ static int parse_band(const char *s, int *w)
 }
 
 /* The parts of a spec, as bits of what has been given. */
-enum { COUPLINGS = 1, BAND = 2, BIAS = 4, POS = 8 };
+enum { COUPLINGS = 1, BAND = 2, BIAS = 4, POS = 8, ENGINE = 16 };
 
 /* One PART of a spec into *a; seen marks the parts given so far (a part
  * twice, or relative with absolute, is a contradiction, not a choice). */
@@ -118,10 +125,20 @@ static int parse_part(const char *spec, const char *p, lab_arm *a, unsigned *see
     } else if (strcmp(p, "pos-emb=learned") == 0 || strcmp(p, "pos-emb=none") == 0) {
         kind = POS;
         a->form.pos_emb = strcmp(p, "pos-emb=learned") == 0;
+    } else if (strncmp(p, "engine=", 7) == 0) {
+        kind = ENGINE;
+        ba_engine e;
+        /* only the approximate engines: the exact ones compute the same
+         * weights, and the grid's auto already picks the one that fits */
+        if (ba_engine_parse(p + 7, &e, NULL) || !ba_engine_is_approx(e))
+            return ba_fail(err, BA_ERR_ARG,
+                           "'%s': '%s' is not an arm engine: engine=mf, tap, bp or hybrid", spec,
+                           p);
+        a->form.engine = (int)e;
     } else {
         return ba_fail(err, BA_ERR_ARG,
                        "'%s': unknown part '%s' (expected relative, absolute, band<W>, log-n, "
-                       "pos-emb=learned or pos-emb=none)",
+                       "pos-emb=learned, pos-emb=none or engine=NAME)",
                        spec, p);
     }
     if (*seen & kind)
@@ -129,7 +146,8 @@ static int parse_part(const char *spec, const char *p, lab_arm *a, unsigned *see
                        kind == COUPLINGS ? "the couplings' form"
                        : kind == BAND    ? "the band"
                        : kind == BIAS    ? "the field bias"
-                                         : "pos-emb");
+                       : kind == POS     ? "pos-emb"
+                                         : "the engine");
     *seen |= kind;
     return BA_OK;
 }
@@ -161,6 +179,9 @@ int lab_arm_parse(const char *spec, lab_arm *out, char *err)
             return rc;
         p = next ? next + 1 : NULL;
     }
+    if ((seen & ENGINE) && attn != BA_ATTN_BOLTZMANN && attn != BA_ATTN_COUPLING)
+        return ba_fail(err, BA_ERR_ARG, "'%s': an engine applies to boltzmann and coupling arms",
+                       spec);
     if (!(seen & POS)) /* train's rule */
         a.form.pos_emb = lab_form_default_pos(a.form.couplings);
     *out = a;

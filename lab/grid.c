@@ -41,9 +41,11 @@ ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
     cfg.couplings = a->form.couplings, cfg.band = a->form.band;
     cfg.field_bias = a->form.field_bias, cfg.pos_emb = a->form.pos_emb;
     cfg.engine = g->engine, cfg.n_layer = g->layers, cfg.n_head = g->heads;
-    if (ba_engine_is_approx(g->engine) && is_ising_arm(a))
-        cfg.approx = g->approx;
-    if (g->engine == BA_ENGINE_HYBRID && is_ising_arm(a))
+    if (a->form.engine >= 0 && is_ising_arm(a)) /* the arm's own */
+        cfg.engine = (ba_engine)a->form.engine;
+    if (ba_engine_is_approx(cfg.engine) && is_ising_arm(a))
+        cfg.approx = g->approx; /* the grid's settings (the defaults unless approximate) */
+    if (cfg.engine == BA_ENGINE_HYBRID && is_ising_arm(a))
         cfg.window = g->window > 0 ? g->window : T - 1 < 8 ? (T > 1 ? T - 1 : 1) : 8;
     cfg.n_embd = C, cfg.ffn = ffn;
     cfg.head = g->task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
@@ -121,7 +123,19 @@ static int form_fields(cJSON *arm, const lab_form *f)
            (cJSON_AddStringToObject(arm, "couplings", ba_couplings_name(f->couplings)) &&
             cJSON_AddNumberToObject(arm, "band", f->band) &&
             cJSON_AddStringToObject(arm, "field_bias", ba_field_bias_name(f->field_bias)) &&
-            cJSON_AddBoolToObject(arm, "pos_emb", f->pos_emb));
+            cJSON_AddBoolToObject(arm, "pos_emb", f->pos_emb) &&
+            (f->engine < 0 ||
+             cJSON_AddStringToObject(arm, "engine", ba_engine_name((ba_engine)f->engine))));
+}
+
+/* Whether any cell runs an approximate engine (the grid's, or an arm's
+ * own): then grid.json keeps the engines' settings. */
+static int grid_uses_approx(const lab_grid *g)
+{
+    int any = ba_engine_is_approx(g->engine);
+    for (int a = 0; a < g->narms; a++)
+        any |= g->arms[a].form.engine >= 0;
+    return any;
 }
 
 static cJSON *grid_object(const lab_grid *g)
@@ -151,7 +165,7 @@ static cJSON *grid_object(const lab_grid *g)
          cJSON_AddNumberToObject(o, "layers", g->layers) &&
          cJSON_AddNumberToObject(o, "heads", g->heads) &&
          cJSON_AddStringToObject(o, "engine", ba_engine_name(g->engine)) &&
-         (!ba_engine_is_approx(g->engine) || add_approx(o, g)) &&
+         (!grid_uses_approx(g) || add_approx(o, g)) &&
          cJSON_AddNumberToObject(o, "kinds", g->data.kinds) &&
          cJSON_AddNumberToObject(o, "n_heldout", g->data.n_heldout) &&
          cJSON_AddStringToObject(o, "data_seed", dseed);
@@ -229,8 +243,14 @@ static int read_form(const cJSON *arm, lab_form *f)
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(arm, "band");
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(arm, "field_bias");
     const cJSON *pe = cJSON_GetObjectItemCaseSensitive(arm, "pos_emb");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(arm, "engine");
     if (c && (!cJSON_IsString(c) || ba_couplings_parse(c->valuestring, &f->couplings, NULL)))
         return -1;
+    ba_engine e;
+    if (en && (!cJSON_IsString(en) || ba_engine_parse(en->valuestring, &e, NULL) ||
+               !ba_engine_is_approx(e)))
+        return -1;
+    f->engine = en ? (int)e : -1;
     if (b && (!cJSON_IsNumber(b) || b->valuedouble != floor(b->valuedouble) ||
               b->valuedouble < 0 || b->valuedouble > BA_MAX_BAND))
         return -1;

@@ -49,6 +49,9 @@ typedef struct {
     int band;                 /* W, or 0: no band */
     ba_field_bias field_bias;
     int pos_emb;              /* 1: learned position embeddings */
+    int engine;               /* -1: the grid's engine; else the arm's own
+                                 approximate engine (ba_engine), e.g. a
+                                 full-range arm beside banded exact ones */
 } lab_form;
 
 /* The position embeddings a form has unless told: none for relative
@@ -56,13 +59,18 @@ typedef struct {
 static inline int lab_form_default_pos(ba_couplings c) { return c != BA_COUPLINGS_RELATIVE; }
 lab_form lab_form_plain(void);
 int lab_form_is_plain(const lab_form *f);
+/* Whether two forms describe the same model; the engine is left out (a
+ * run's config cannot tell the arm's engine from the grid's), so two arms
+ * of one grid may not differ by their engine alone (ablate refuses them as
+ * the same arm; compare engines with one grid per engine). */
 int lab_form_same(const lab_form *a, const lab_form *b);
-/* The form of a model config. */
+/* The form of a model config; engine: the config's if approximate, else -1. */
 lab_form lab_form_of(const ba_config *cfg);
 /* The short label of a variant with its form: the variant's name for the
  * plain form, else with -rel (relative couplings), -W<W> (band), -logn
- * (log-n field bias) and -pos / -nopos (position embeddings other than
- * the default), e.g. "boltzmann-rel-W8", "sigmoid-logn". Labels tables,
+ * (log-n field bias), -pos / -nopos (position embeddings other than
+ * the default) and -<engine> (an arm's own engine), e.g.
+ * "boltzmann-rel-W8", "sigmoid-logn", "boltzmann-rel-tap". Labels tables,
  * plots and cell directory names. */
 void lab_form_label(ba_attn attn, const lab_form *f, char *buf, size_t n);
 
@@ -132,7 +140,9 @@ lab_arm lab_arm_plain(ba_attn attn);
 
 /* An arm spec of ablate --arm (and couplings --arm): VARIANT[+PART]...,
  * PART one of relative, absolute, band<W>, log-n, pos-emb=learned|none,
- * each at most once, e.g. "boltzmann+relative+band8", "sigmoid+log-n".
+ * engine=mf|tap|bp|hybrid (boltzmann and coupling: the arm's own
+ * approximate engine, overriding the grid's), each at most once, e.g.
+ * "boltzmann+relative+band8", "sigmoid+log-n", "boltzmann+relative+engine=tap".
  * The sampler is exact. BA_OK, or BA_ERR_ARG with err saying what is
  * wrong with the spec; whether the form suits the variant is the
  * library's to judge (ba_config_validate). */

@@ -191,6 +191,32 @@ check "a missing run: the grid incomplete, the seed named" '
     grep -q "^24 steps, batch 8, learning rate 0.003, 1 layer x 2 heads, 2 seeds; \*\*incomplete: 9 of 10 runs finished\*\*" "$TMP/r2.md" &&
     grep -q "^| boltzmann-W2 | 1 of 2 (missing seeds 2) | [0-9.]* (one run) | [-+][0-9.]* % (one pair) | too few seeds |$" "$TMP/r2.md"'
 
+# --- an arm's own engine: full-range relative couplings with mf beside a
+# banded exact arm in one grid; the grid's approximate settings apply to it
+E="$O/engine-arm"
+EA=(--task charlm --arm boltzmann+relative+engine=mf,boltzmann+relative+band2 --embd 8 --heads 2
+    --seeds 1 --steps 6 --batch 4 --eval-every 3 --eval-items 4 --damping 0.6 --T 16
+    --data "$TMP/text.txt" --out "$E")
+"$BIN" ablate "${EA[@]}" >/dev/null 2>"$TMP/ea1"
+RE="$E/runs/charlm-T16-C8-ffn1-boltzmann-rel"
+check "an engine arm trains with its engine, the other arm with the grid's" '[ $? = 0 ] &&
+    flat "$RE-mf-s1/run.json" | grep -q "\"engine\":\"mf\"" &&
+    flat "$RE-mf-s1/run.json" | grep -q "\"couplings\":\"relative\",\"band\":0" &&
+    flat "$RE-mf-s1/run.json" | grep -q "\"approx\":{\"damping\":0.6," &&
+    flat "$RE-W2-s1/run.json" | grep -q "\"engine\":\"auto\"" &&
+    grep -q "\"sweeps_mean\"" "$RE-mf-s1/metrics.jsonl" && ! grep -q "\"sweeps_mean\"" "$RE-W2-s1/metrics.jsonl"'
+check "grid.json records the arm's engine and the settings" '
+    flat "$E/grid.json" | grep -qF "\"pos_emb\":false,\"engine\":\"mf\"}" &&
+    flat "$E/grid.json" | grep -qF "\"engine\":\"auto\",\"approx\":{\"damping\":0.6,"'
+"$BIN" ablate "${EA[@]}" >/dev/null 2>"$TMP/ea2"
+check "the engine arm's grid resumes complete" 'grep -q "2 runs in the grid, 2 already finished" "$TMP/ea2"'
+"$BIN" ablate "${EA[@]/0.6/0.7}" >/dev/null 2>"$TMP/ea3"
+check "other settings: the finished engine run is not taken for the cell" '[ $? = 2 ] &&
+    grep -q "boltzmann-rel-mf-s1 holds a finished run that is not this grid.s cell" "$TMP/ea3"'
+"$BIN" ablate --out "$E" --extrapolate 32 --data "$TMP/text.txt" >"$TMP/ea4" 2>&1
+check "full-range relative couplings do not extrapolate (refused with the reason)" '[ $? = 0 ] &&
+    flat "$E/extrapolation.json" | grep -q "\"run\":\"charlm-T16-C8-ffn1-boltzmann-rel-mf-s1\",.*\"status\":\"refused\""'
+
 # --- bad arm specs: exit 2 naming the problem, nothing created
 bad_arm() {
     expect 2 "$2" -- "$BIN" ablate --task charlm --T 16 --embd 8 --heads 2 --data "$TMP/text.txt" --out "$TMP/badarm" --arm "$1"
@@ -205,6 +231,10 @@ bad_arm attention "'attention':"
 bad_arm "softmax,,boltzmann" "has an empty item"
 bad_arm "boltzmann+relative+band2,boltzmann+band2+relative" "'boltzmann+relative+band2' and 'boltzmann+band2+relative' are the same arm"
 bad_arm "boltzmann+relative+band2+pos-emb=none,boltzmann+relative+band2" "are the same arm"
+bad_arm "boltzmann+relative+engine=tap,boltzmann+relative" "are the same arm (arms of one grid differ by more than their engine"
+bad_arm boltzmann+engine=fast "'engine=fast' is not an arm engine: engine=mf, tap, bp or hybrid"
+bad_arm boltzmann+engine=mf+engine=tap "the engine given twice"
+bad_arm sigmoid+engine=mf "an engine applies to boltzmann and coupling arms"
 # the library's verdicts on a form that does not suit the variant or T
 bad_arm sigmoid+band4 "sigmoid attention has none"
 bad_arm softmax+log-n "does nothing to softmax attention"
@@ -221,23 +251,29 @@ toy=(JOBS=2 THREADS=1 DATA="$TMP/text.txt" OUT="$P" LONG_C=8 LONG_LAYERS=1 LONG_
      LONG_ARMS=softmax,boltzmann+relative+band2 T64_STEPS=4 T64_BATCH=2 T64_SEEDS=1
      T64_EVAL_EVERY=2 T64_EVAL_ITEMS=2 T256_STEPS=4 T256_BATCH=2 T256_SEEDS=2 T256_EVAL_EVERY=2
      T256_EVAL_ITEMS=2 T1024_STEPS=2 T1024_BATCH=1 T1024_SEEDS=1 T1024_EVAL_EVERY=1
-     T1024_EVAL_ITEMS=1 T1024_ARMS=boltzmann+relative+band2 EXTRAP_ITEMS=2 EXTRAP_BATCH=2)
+     T1024_EVAL_ITEMS=1 T1024_ARMS=boltzmann+relative+band2 EXTRAP_ITEMS=2 EXTRAP_BATCH=2
+     T256_EXTRA_ARMS=boltzmann+relative+engine=mf)
 LAB="$(cd "$(dirname "$0")/.." && pwd)/lab/reproduce.sh"
 (cd "$TMP" && env "${toy[@]}" bash "$LAB" long "$BIN") >"$TMP/p1" 2>&1
 check "the long preset runs" '[ $? = 0 ] && [ -f "$P/report.md" ]' || cat "$TMP/p1"
 check "every grid finished, the T = 1024 arms as asked" '
-    has "$P/report.md" "| charlm-T64 | 2 of 2 |" && has "$P/report.md" "| charlm-T256 | 4 of 4 |" &&
+    has "$P/report.md" "| charlm-T64 | 2 of 2 |" && has "$P/report.md" "| charlm-T256 | 6 of 6 |" &&
     has "$P/report.md" "| charlm-T1024 | 1 of 1 |" && ! grep -q "not run yet" "$P/report.md"'
 check "the relative models of T = 256 evaluated at T = 1024" '
     [ "$(flat "$P/charlm-T256/extrapolation.json" | grep -o "\"T_eval\":1024,\"items\":2,\"batch\":2,\"status\":\"done\"" | wc -l)" = 2 ] &&
     grep -q "^| boltzmann-rel-W2 | 256 | 2 | .* | [0-9.]* (one run) |$" "$P/report.md"'
 check "one couplings analysis per Ising arm" '[ -f "$P/charlm-T256/couplings/boltzmann+relative+band2/couplings.json" ] &&
     [ ! -e "$P/charlm-T256/couplings/softmax" ] && has "$P/report.md" "| distance | boltzmann-rel-W2 | paper |"'
+check "the T = 256 engine arm: trained with its engine, its couplings analysed, refused at T = 1024" '
+    grep -q "^| boltzmann-rel-mf | 2 | [0-9.]* \[[0-9.]*, [0-9.]*\] | [-+][0-9.]* % \[" "$P/report.md" &&
+    [ -f "$P/charlm-T256/couplings/boltzmann+relative+engine=mf/couplings.json" ] &&
+    grep -q "^| distance | boltzmann-rel-W2 | boltzmann-rel-mf | paper |" "$P/report.md" &&
+    grep -q "^- .boltzmann-rel-mf. (2 runs): T = 1024 is longer than the model.s T = 256" "$P/report.md"'
 cp "$P/charlm-T256/extrapolation.json" "$TMP/p.json"
 (cd "$TMP" && env "${toy[@]}" bash "$LAB" long "$BIN") >"$TMP/p2" 2>&1
 check "a rerun trains nothing and keeps the extrapolation" '[ $? = 0 ] && ! grep -q "^\[" "$TMP/p2" &&
     [ "$(grep -c "runs in the grid, \([0-9]*\) already finished" "$TMP/p2")" = 6 ] &&
-    grep -q "0 evaluated, 0 refused, 4 kept" "$TMP/p2" && cmp -s "$P/charlm-T256/extrapolation.json" "$TMP/p.json"' || cat "$TMP/p2"
+    grep -q "0 evaluated, 0 refused, 6 kept" "$TMP/p2" && cmp -s "$P/charlm-T256/extrapolation.json" "$TMP/p.json"' || cat "$TMP/p2"
 (cd "$TMP" && env "${toy[@]}" SUMMARY_ONLY=1 bash "$LAB" long "$BIN") >"$TMP/p3" 2>&1
 check "SUMMARY_ONLY rewrites the report without evaluating" '[ $? = 0 ] && ! grep -q "extrapolation to T" "$TMP/p3" && [ -f "$P/report.md" ]'
 
