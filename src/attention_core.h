@@ -209,14 +209,17 @@ static int exact_forward(const ba_attn_shape *s, int hh, int B, const double *h,
                                  logw, err);
 }
 
+/* lw0 (B,T,T): the forward's log-weights of the head, or NULL; the
+ * approximate engines' re-solves start from them. */
 static int exact_backward(const ba_attn_shape *s, int hh, int B, const double *h,
-                          const double *Jd, const double *g, double *dh, double *dJd, char *err)
+                          const double *Jd, const double *lw0, const double *g, double *dh,
+                          double *dJd, char *err)
 {
     if (s->engine == BA_ENGINE_BAND)
         return ba_band_backward_jb(band_width(s), B, s->T, h, Jd, g, dh, dJd, err);
     if (ba_engine_is_approx(s->engine))
-        return ba_approx_backward_reach(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T,
-                                        g, dh, dJd, grad_reach(s), s->astats, err);
+        return ba_approx_backward_from(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T,
+                                       lw0, g, dh, dJd, grad_reach(s), s->astats, err);
     return ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
                                   g, dh, dJd, err);
 }
@@ -339,8 +342,12 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
     double *dh = malloc(sizeof(double) * btt); // (B,T,T) dL/dh
     double *Jd = malloc(sizeof(double) * jsz);
     double *dJd = malloc(sizeof(double) * jsz);
-    if (!hd || !gd || !dh || !Jd || !dJd) {
-        free(hd), free(gd), free(dh), free(Jd), free(dJd);
+    /* (B,T,T) the forward's log-weights of a head, where an approximate
+     * engine's backward starts from them */
+    int warm = s->attn == BA_ATTN_BOLTZMANN && ba_engine_is_approx(s->engine) && !is_sampled(s);
+    double *lw0 = warm ? malloc(sizeof(double) * btt) : NULL;
+    if (!hd || !gd || !dh || !Jd || !dJd || (warm && !lw0)) {
+        free(hd), free(gd), free(dh), free(Jd), free(dJd), free(lw0);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate attention workspace (B=%d, T=%d)", B,
                        T);
     }
@@ -402,8 +409,14 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 memset(dh, 0, sizeof(double) * btt);
                 if (sampled)
                     rc = ba_sampled_backward(s->sctx[hh], s->sampler, B, T, gd, dh, dJd, T, err);
-                else
-                    rc = exact_backward(s, hh, B, hd, Jd, gd, dh, dJd, err);
+                else {
+                    if (lw0)
+                        for (int b = 0; b < B; b++)
+                            for (size_t q = 0; q < (size_t)T * T; q++)
+                                lw0[(size_t)b * T * T + q] =
+                                    pre[((size_t)b * H + hh) * T * T + q];
+                    rc = exact_backward(s, hh, B, hd, Jd, lw0, gd, dh, dJd, err);
+                }
             } else {
                 /* Covariances are linear in g and every batch element shares
                  * the same system, so sum g over b and solve once (with the
@@ -415,7 +428,7 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 if (sampled)
                     rc = ba_sampled_backward(s->sctx[hh], s->sampler, 1, T, gd, NULL, dJd, T, err);
                 else
-                    rc = exact_backward(s, hh, 1, h0, Jd, gd, NULL, dJd, err);
+                    rc = exact_backward(s, hh, 1, h0, Jd, NULL, gd, NULL, dJd, err);
             }
             if (rc)
                 break;
@@ -441,7 +454,7 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 }
             }
     }
-    free(hd), free(gd), free(dh), free(Jd), free(dJd);
+    free(hd), free(gd), free(dh), free(Jd), free(dJd), free(lw0);
     return rc;
 }
 

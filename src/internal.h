@@ -670,6 +670,9 @@ typedef struct {
     double tol;     /* > 0: on max |F(x) - x| */
     int max_iter;   /* >= 1 sweeps, forward and iterative adjoint alike */
     ba_mf_adjoint adjoint; /* mf/tap only; zero-initialised = LU */
+    const double *start;   /* mf/tap: (n) the first iterate m, each in [-1, 1]; NULL
+                              (zero-initialised): tanh(h), the J = 0 solution. The
+                              backward's re-solve starts at the forward's answer */
 } ba_mf_settings;
 typedef struct {
     int iters;     /* sweeps done */
@@ -680,16 +683,44 @@ size_t ba_mf_ws_doubles(int n);
 int ba_mf_check_settings(const ba_mf_settings *s, char *err);
 /* One mf/tap sweep's second half, shared by the dense and banded kernels
  * (so their iterates stay bit for bit the same): m (n) = tanh(phi), and
- * the undamped step max |m - x| returned; then x (n) += lambda (m - x). */
+ * the undamped step max |m - x| returned; then x (n) += lambda (m - x).
+ * tanh(p) = sign(p) (1 - e) / (1 + e), e = exp(-2 |p|) by the vectorised
+ * exponential: within a few ulp of 1 in absolute terms, which is all a
+ * fixed point iterated to a tolerance of 1e-8 or more can use (the
+ * weights come from phi, not m); libm's tanh was half of a banded mf
+ * row's time. ba_mf_tanh: m (n) = tanh(phi) so (phi NULL: zeros). */
+static inline void ba_mf_tanh(int n, const double *phi, double *m)
+{
+    for (int j = 0; j < n; j++)
+        m[j] = -2.0 * fabs(phi ? phi[j] : 0.0);
+    ba_exp_nonpos(m, (size_t)n);
+    for (int j = 0; j < n; j++) {
+        double v = (1.0 - m[j]) / (1.0 + m[j]);
+        m[j] = phi && phi[j] < 0.0 ? -v : v;
+    }
+}
+
 static inline double ba_mf_tanh_step(int n, const double *phi, const double *x, double *m)
 {
+    ba_mf_tanh(n, phi, m);
     double res = 0.0;
     for (int j = 0; j < n; j++) {
-        m[j] = tanh(phi[j]);
         double d = fabs(m[j] - x[j]);
         res = d > res ? d : res;
     }
     return res;
+}
+
+/* The first iterate of the mf/tap kernels: s->start, else tanh(h) (h may
+ * be NULL: zeros) by ba_mf_tanh, so that a row without couplings is
+ * converged at the first sweep. */
+static inline void ba_mf_first(int n, const double *start, const double *h, double *x)
+{
+    if (start)
+        for (int j = 0; j < n; j++)
+            x[j] = start[j];
+    else
+        ba_mf_tanh(n, h, x);
 }
 
 static inline void ba_mf_damp(int n, double lambda, const double *m, double *x)
@@ -822,6 +853,20 @@ int ba_approx_backward(ba_engine e, const ba_approx *a, int W, int B, int T, con
 int ba_approx_backward_reach(ba_engine e, const ba_approx *a, int W, int B, int T,
                              const double *h, const double *J, int ldj, const double *g,
                              double *dh, double *dJ, int R, ba_approx_stats *st, char *err);
+/* ba_approx_backward_reach with the forward's result logw0 (B,T,T) (may be
+ * NULL): mf and tap on the per-query paths (dense rows below the GEMM
+ * path's T, and banded rows) start each row's re-solve at m = 2 w - 1 of
+ * it instead of at the J = 0 solution, so the re-solve takes a sweep or a
+ * few (a float logw is a start within 1e-7) instead of the forward's
+ * dozens; it stops by the same test, so the point differentiated is a
+ * fixed point to the same tolerance, within about tol of the forward's
+ * (not bit for bit: the attention layer's f32 and f64 backward use it). A
+ * non-finite entry leaves its row's start at tanh(h). bp, hybrid and the
+ * GEMM path ignore it. */
+int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T,
+                            const double *h, const double *J, int ldj, const double *logw0,
+                            const double *g, double *dh, double *dJ, int R, ba_approx_stats *st,
+                            char *err);
 
 /* The hybrid engine (src/ising_hybrid.c), called by ba_approx_forward/
  * backward after their checks, same layouts and policy: exact chain

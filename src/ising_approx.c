@@ -64,7 +64,7 @@ static ba_mf_method method_of(ba_engine e)
 
 ba_mf_settings ba_approx_mf_settings(const ba_approx *a)
 {
-    ba_mf_settings s = {a->damping, a->tol, a->max_iter, BA_MF_ADJ_LU};
+    ba_mf_settings s = {a->damping, a->tol, a->max_iter, BA_MF_ADJ_LU, NULL};
     return s;
 }
 
@@ -197,6 +197,15 @@ static int row_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const 
     ba_mf_info info = {0, 0};
     *used = *s;
     int rc = solve_row(meth, used, n, h, J, ldj, b, logw, w, &info, err);
+    if (rc == BA_OK && !info.converged && used->start) {
+        /* a start that does not converge (a float logw is 1e-7 from the
+         * point, more than a tolerance of 1e-12 can reach in few sweeps):
+         * the forward's own path from the J = 0 solution, which converged */
+        used->start = NULL;
+        int first = info.iters;
+        rc = solve_row(meth, used, n, h, J, ldj, b, logw, w, &info, err);
+        info.iters += first;
+    }
     if (rc == BA_OK && !info.converged) {
         /* a quarter of the step and four times the sweeps: damping tames
          * the oscillating (period-2) failures of undamped mean field */
@@ -404,17 +413,18 @@ typedef struct {
     int T, ldj, R, nc;
     long rows;
     const double *h, *J, *g;
+    const double *lw0; /* (B,T,T) the forward's logw, or NULL: the rows' starts */
     band_of band;
     int grouped; /* banded, dJ wanted, the far entries by far_flush */
     double *acc; /* (nc,T,T) or NULL */
     double *dhs; /* (B,T,T) or NULL */
 } bw_job;
 
-/* A thread's buffers: the row workspace, lw (T), and the group's Z, M
- * (GROUP_ROWS, T) when grouped. */
+/* A thread's buffers: the row workspace, lw and x0 (T each), and the
+ * group's Z, M (GROUP_ROWS, T) when grouped. */
 typedef struct {
     row_ws w;
-    double *lw, *Z, *M;
+    double *lw, *x0, *Z, *M;
 } bw_ws;
 
 static int bw_ws_init(bw_ws *t, const bw_job *jb)
@@ -422,15 +432,29 @@ static int bw_ws_init(bw_ws *t, const bw_job *jb)
     int ok = row_ws_init(&t->w, jb->meth, jb->T, &jb->band);
     size_t gsz = jb->grouped ? (size_t)GROUP_ROWS * jb->T : 1;
     t->lw = malloc(sizeof(double) * (size_t)jb->T);
+    t->x0 = malloc(sizeof(double) * (size_t)jb->T);
     t->Z = malloc(sizeof(double) * gsz);
     t->M = malloc(sizeof(double) * gsz);
-    return ok && t->lw && t->Z && t->M;
+    return ok && t->lw && t->x0 && t->Z && t->M;
 }
 
 static void bw_ws_free(bw_ws *t)
 {
     row_ws_free(&t->w);
-    free(t->lw), free(t->Z), free(t->M);
+    free(t->lw), free(t->x0), free(t->Z), free(t->M);
+}
+
+/* x0 (n) = m = 2 w - 1 of the forward's row lw (n), clamped to [-1, 1]
+ * (a float w may round just past 1); 0 when an entry is NaN or +inf. */
+static int start_of(int n, const double *lw, double *x0)
+{
+    for (int j = 0; j < n; j++) {
+        double m = 2.0 * exp(lw[j]) - 1.0;
+        if (!isfinite(m))
+            return 0;
+        x0[j] = m > 1.0 ? 1.0 : m < -1.0 ? -1.0 : m;
+    }
+    return 1;
 }
 
 /* Chunk c: rows [c rows / nc, (c+1) rows / nc) in row order into its
@@ -456,7 +480,10 @@ static void chunk_backward(const bw_job *jb, int c, bw_ws *t, ba_approx_stats *m
         }
         const double *hr = jb->h ? jb->h + (size_t)r * T : t->w.hz;
         int R = jb->grouped ? jb->band.W : jb->R;
-        int rr = row_backward(jb->meth, &jb->s, n, hr, jb->J, jb->ldj, &jb->band, R,
+        ba_mf_settings s = jb->s;
+        if (jb->lw0 && jb->meth != BA_MF_BP && start_of(n, jb->lw0 + (size_t)r * T, t->x0))
+            s.start = t->x0;
+        int rr = row_backward(jb->meth, &s, n, hr, jb->J, jb->ldj, &jb->band, R,
                               jb->g + (size_t)r * T, jb->dhs ? jb->dhs + (size_t)r * T : NULL,
                               acc, T, zo, &t->w, t->lw, my, msg);
         if (rr) {
@@ -483,6 +510,14 @@ int ba_approx_backward_reach(ba_engine e, const ba_approx *a, int W, int B, int 
                              const double *h, const double *J, int ldj, const double *g,
                              double *dh, double *dJ, int R, ba_approx_stats *st, char *err)
 {
+    return ba_approx_backward_from(e, a, W, B, T, h, J, ldj, NULL, g, dh, dJ, R, st, err);
+}
+
+int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T,
+                            const double *h, const double *J, int ldj, const double *logw0,
+                            const double *g, double *dh, double *dJ, int R, ba_approx_stats *st,
+                            char *err)
+{
     int rc = check_args(e, a, W, B, T, h, J, ldj, err);
     if (rc)
         return rc;
@@ -498,7 +533,7 @@ int ba_approx_backward_reach(ba_engine e, const ba_approx *a, int W, int B, int 
     if (e == BA_ENGINE_HYBRID)
         return ba_hybrid_backward(a, W, B, T, h, J, ldj, g, dh, dJ, st, err);
     bw_job jb = {method_of(e), ba_approx_mf_settings(a), T, ldj, R, 0, (long)B * T, h, J, g,
-                 {0, 0, NULL}, 0, NULL, NULL};
+                 logw0, {0, 0, NULL}, 0, NULL, NULL};
     jb.nc = dj_chunks(T, jb.rows);
     size_t tt = (size_t)T * T;
     int okb = band_setup(T, J, ldj, &jb.band);

@@ -143,8 +143,7 @@ static void mft_forward(int tap, const ba_mf_settings *s, int n, const double *h
     double *A = ws, *x = ws + (size_t)n * n;
     double *m = state, *phi = state + n;
     build_sym(n, J, ldj, A);
-    for (int j = 0; j < n; j++)
-        x[j] = tanh(h ? h[j] : 0.0);
+    ba_mf_first(n, s->start, h, x);
     ba_mf_info inf = {0, 0};
     for (int it = 1; it <= s->max_iter; it++) {
         mft_field(tap, n, h, A, x, phi);

@@ -184,8 +184,7 @@ static void band_mft_forward(int tap, const ba_mf_settings *s, int n, int W, con
                              ba_mf_info *info)
 {
     double *x = ws, *m = state, *phi = state + n;
-    for (int j = 0; j < n; j++)
-        x[j] = tanh(h ? h[j] : 0.0);
+    ba_mf_first(n, s->start, h, x);
     ba_mf_info inf = {0, 0};
     for (int it = 1; it <= s->max_iter; it++) {
         band_field(tap, n, W, h, Ab, x, phi);

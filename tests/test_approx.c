@@ -15,6 +15,13 @@
  *             coupling is retried and unconverged, finite, and adds no
  *             gradient (dh and dJ stay exactly 0); rows of one key
  *             converge in one sweep;
+ *   warm      ba_approx_backward_from with the forward's logw: the re-solve
+ *             starts at the forward's point, so two sweeps suffice where
+ *             the cold re-solve leaves rows unconverged (and no gradient);
+ *             the gradients equal the cold ones of converged settings
+ *             within 1e-7 (1 + max |g|) (both fixed points to 1e-10); a
+ *             row whose start is NaN, and bp (which ignores it), are the
+ *             cold backward's bit for bit;
  *   errors    each bad argument BA_ERR_ARG or BA_ERR_NUMERIC with a message
  *             naming it, and the outputs untouched. */
 #include <setjmp.h>
@@ -140,6 +147,66 @@ static void test_threads(void **state)
 #endif
 }
 
+/* The backward's re-solve started at the forward's answer. */
+static void test_warm_start(void **state)
+{
+    (void)state;
+    ba_rng r;
+    ba_rng_seed(&r, 29);
+    static double h[BB * TT * TT], g[BB * TT * TT], J[TT * TT], lw[BB * TT * TT];
+    static double dh[2][BB * TT * TT], dJ[2][TT * TT];
+    fill(&r, 0.5, h, g, J);
+    ba_approx conv = {0.5, 1e-10, 1000}, few = {0.5, 1e-10, 2};
+    char err[BA_ERR_LEN];
+    for (int m = 0; m < 3; m++) {
+        assert_int_equal(ba_approx_forward(ENGINES[m], &conv, 0, BB, TT, h, J, TT, lw, NULL, err),
+                         BA_OK);
+        ba_approx_stats cold = {0, 0, 0, 0, 0}, warm = {0, 0, 0, 0, 0};
+        memset(dh, 0, sizeof dh), memset(dJ, 0, sizeof dJ);
+        /* the reference: cold, converged settings */
+        assert_int_equal(ba_approx_backward(ENGINES[m], &conv, 0, BB, TT, h, J, TT, g, dh[0],
+                                            dJ[0], NULL, err), BA_OK);
+        if (m == 2) { /* bp: the start is ignored */
+            assert_int_equal(ba_approx_backward_from(ENGINES[m], &conv, 0, BB, TT, h, J, TT, lw,
+                                                     g, dh[1], dJ[1], TT - 1, NULL, err), BA_OK);
+            assert_memory_equal(dh[0], dh[1], sizeof dh[0]);
+            assert_memory_equal(dJ[0], dJ[1], sizeof dJ[0]);
+            continue;
+        }
+        /* two sweeps: cold leaves rows unconverged, warm none */
+        static double dhc[BB * TT * TT], dJc[TT * TT];
+        memset(dhc, 0, sizeof dhc), memset(dJc, 0, sizeof dJc);
+        assert_int_equal(ba_approx_backward(ENGINES[m], &few, 0, BB, TT, h, J, TT, g, dhc, dJc,
+                                            &cold, err), BA_OK);
+        assert_true(cold.unconverged > BB);
+        assert_int_equal(ba_approx_backward_from(ENGINES[m], &few, 0, BB, TT, h, J, TT, lw, g,
+                                                 dh[1], dJ[1], TT - 1, &warm, err), BA_OK);
+        assert_int_equal(warm.unconverged, 0);
+        double gmax = 0.0, worst = 0.0;
+        for (int e = 0; e < BB * TT * TT; e++)
+            if (e % TT <= (e / TT) % TT) {
+                gmax = fmax(gmax, fabs(dh[0][e]));
+                worst = fmax(worst, fabs(dh[1][e] - dh[0][e]));
+            }
+        for (int e = 0; e < TT * TT; e++)
+            if (e % TT > e / TT) {
+                gmax = fmax(gmax, fabs(dJ[0][e]));
+                worst = fmax(worst, fabs(dJ[1][e] - dJ[0][e]));
+            }
+        printf("%s warm start: worst |gradient - cold| = %.2e (max %.2e)\n",
+               ba_engine_name(ENGINES[m]), worst, gmax);
+        assert_true(worst <= 1e-7 * (1.0 + gmax));
+        /* a NaN start: that row re-solves cold (converged settings: the
+         * same dh row bit for bit) */
+        long row = BB * TT - 2;
+        lw[row * TT + 3] = NAN;
+        memset(dh[1], 0, sizeof dh[1]);
+        assert_int_equal(ba_approx_backward_from(ENGINES[m], &conv, 0, BB, TT, h, J, TT, lw, g,
+                                                 dh[1], NULL, TT - 1, NULL, err), BA_OK);
+        assert_memory_equal(dh[0] + row * TT, dh[1] + row * TT, sizeof(double) * TT);
+    }
+}
+
 /* The policy on non-convergence (src/internal.h). */
 static void test_unconverged_rows(void **state)
 {
@@ -250,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_rows_match_per_query),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_unconverged_rows),
+        cmocka_unit_test(test_warm_start),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
