@@ -54,10 +54,11 @@ static inline double lsech2(double z)
     return log(4.0) - 2.0 * a - 2.0 * log1p(exp(-2.0 * a));
 }
 
-/* The message atanh(tanh a tanh x). */
-static double bp_msg(double a, double x)
+/* The message atanh(tanh a tanh x); ta = tanh a (a pair's two messages
+ * share it). */
+static double bp_msg(double a, double ta, double x)
 {
-    double p = tanh(a) * tanh(x);
+    double p = ta * tanh(x);
     if (fabs(p) < 0.5)
         return atanh(p);
     /* (1/2)(|a+x| - |a-x|) = sgn(a x) min(|a|, |x|) taken exactly: the
@@ -75,8 +76,9 @@ static double bp_msg(double a, double x)
 static inline double bp_pair_update(double a, double Hk, double Hj, double *ukj, double *ujk,
                                     double lam)
 {
-    double dkj = bp_msg(a, Hk - *ujk) - *ukj;
-    double djk = bp_msg(a, Hj - *ukj) - *ujk;
+    double ta = tanh(a);
+    double dkj = bp_msg(a, ta, Hk - *ujk) - *ukj;
+    double djk = bp_msg(a, ta, Hj - *ukj) - *ujk;
     *ukj += lam * dkj;
     *ujk += lam * djk;
     return fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
