@@ -856,13 +856,14 @@ int ba_approx_backward_reach(ba_engine e, const ba_approx *a, int W, int B, int 
 /* ba_approx_backward_reach with the forward's result logw0 (B,T,T) (may be
  * NULL): mf and tap on the per-query paths (dense rows below the GEMM
  * path's T, and banded rows) start each row's re-solve at m = 2 w - 1 of
- * it instead of at the J = 0 solution, so the re-solve takes a sweep or a
- * few (a float logw is a start within 1e-7) instead of the forward's
- * dozens; it stops by the same test, so the point differentiated is a
- * fixed point to the same tolerance, within about tol of the forward's
- * (not bit for bit: the attention layer's f32 and f64 backward use it). A
- * non-finite entry leaves its row's start at tanh(h). bp, hybrid and the
- * GEMM path ignore it. */
+ * it instead of at the J = 0 solution, and the full-range GEMM path at its
+ * fields, so the re-solve takes a sweep or a few (a float logw is a start
+ * within 1e-7) instead of the forward's dozens; it stops by the same test,
+ * so the point differentiated is a fixed point to the same tolerance,
+ * within about tol of the forward's (not bit for bit: the attention
+ * layer's f32 and f64 backward use it). A NaN entry leaves its row's start
+ * cold; a warm row that does not converge is solved cold. bp and hybrid
+ * ignore it. */
 int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T,
                             const double *h, const double *J, int ldj, const double *logw0,
                             const double *g, double *dh, double *dJ, int R, ba_approx_stats *st,

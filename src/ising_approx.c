@@ -541,7 +541,7 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
      * the forward returned; it adds every entry j < k, whatever R */
     if (okb && !jb.band.on && ba_approx_gemm_applies(e, T)) {
         free(jb.band.Ab);
-        return ba_approx_gemm_backward(e, a, B, T, h, J, ldj, g, dh, dJ, st, err);
+        return ba_approx_gemm_backward_from(e, a, B, T, h, J, ldj, logw0, g, dh, dJ, st, err);
     }
     jb.grouped = dJ && jb.band.on && R - jb.band.W > BAND_DIRECT;
     jb.acc = dJ ? calloc((size_t)jb.nc * tt, sizeof(double)) : NULL;        // (nc,T,T)

@@ -51,7 +51,9 @@
  * in unconverged if the per-query path did not converge either.
  *
  * Backward. The forward is run again (same code, same data: the same
- * sweeps and fixed point, bit for bit), then the adjoints (I - K D) u = g
+ * sweeps and fixed point, bit for bit; or, given the forward's logw, from
+ * its fields: a few sweeps to a fixed point within about tol of it), then
+ * the adjoints (I - K D) u = g
  * of the converged rows together by the same Anderson iteration on u <- g
  * + K D u (the damped transposed iteration, accelerated; stop at max |step|
  * < tol max |g|, as per query): K D u = A (D u) for mf, plus 2 m o ((A o
@@ -89,6 +91,7 @@ typedef struct {
     int fields;             /* the forward iterates the fields (Anderson) */
     const double *A, *A2;   // (T,T) each: J + J^T, its square elementwise
     const double *h, *g;    // the block's (T,T) fields (or NULL) and dL/dm
+    const double *lw0;      // the block's (T,T) forward log-weights: starts, or NULL
     const double *D, *M, *C; // (G,T) by group row: sech^2 phi, tanh phi, tap's c
 } blk_ctx;
 
@@ -218,6 +221,7 @@ typedef struct {
     aa_cfg fwd, adj;  /* the forward's and the adjoint's iterations */
     int T, ldj;
     const double *h, *J, *g; // h (B,T,T) or NULL, J (T,ldj), g (B,T,T) or NULL
+    const double *lw0;       // (B,T,T) the forward's log-weights (backward starts) or NULL
     const double *A, *A2;    // (T,T) each
     double *logw, *dhs;      // (B,T,T) each, or NULL
 } job;
@@ -280,6 +284,22 @@ static void count(ba_approx_stats *st, int sweeps)
         st->max_sweeps = sweeps;
 }
 
+/* x (n) = the iterate at the forward's log-weights lw (n): the fields phi
+ * = (1/2) log(w / (1 - w)) clamped to |phi| <= 20 (tanh 20 is 1 to 1e-17;
+ * a w that rounded to 1 has no finite field), or m = 2 w - 1 when the
+ * iteration is in m. 0 when an entry is NaN (x then is rewritten). */
+static int warm_start(int n, const double *lw, int fields, double *x)
+{
+    for (int j = 0; j < n; j++) {
+        if (isnan(lw[j]))
+            return 0;
+        double l = lw[j] > 0.0 ? 0.0 : lw[j];
+        double v = fields ? 0.5 * (l - log(-expm1(l))) : 2.0 * exp(l) - 1.0;
+        x[j] = fields ? (v > 20.0 ? 20.0 : v < -20.0 ? -20.0 : v) : (v < -1.0 ? -1.0 : v);
+    }
+    return 1;
+}
+
 /* The forward of group rows r0 .. r0 + nr - 1 of block bc: phi, sw and
  * conv by group row. */
 static void group_forward(thr_ws *t, const job *jb, blk_ctx *bc, int nr)
@@ -290,8 +310,10 @@ static void group_forward(thr_ws *t, const job *jb, blk_ctx *bc, int nr)
         const double *hr = bc->h ? bc->h + (size_t)(bc->r0 + gi) * T : NULL;
         double *x = t->aa.X + (size_t)gi * T;
         t->aa.idx[gi] = gi, t->len[gi] = n, t->tolv[gi] = jb->s.tol;
-        for (int j = 0; j < n; j++) /* m = tanh(h) either way */
-            x[j] = bc->fields ? (hr ? hr[j] : 0.0) : tanh(hr ? hr[j] : 0.0);
+        const double *lw = bc->lw0 ? bc->lw0 + (size_t)(bc->r0 + gi) * T : NULL;
+        if (!lw || !warm_start(n, lw, bc->fields, x))
+            for (int j = 0; j < n; j++) /* m = tanh(h) either way */
+                x[j] = bc->fields ? (hr ? hr[j] : 0.0) : tanh(hr ? hr[j] : 0.0);
         memset(x + n, 0, sizeof(double) * (Lg - n));
     }
     ba_aa_solve(&t->aa, &jb->fwd, nr, Lg, t->len, t->tolv, ev_forward, bc, t->phi, t->sw,
@@ -327,6 +349,7 @@ static void blk_init(blk_ctx *bc, const job *jb, const thr_ws *t, int b)
     bc->A = jb->A, bc->A2 = jb->A2;
     bc->h = jb->h ? jb->h + b * TT : NULL;
     bc->g = jb->g ? jb->g + b * TT : NULL;
+    bc->lw0 = jb->lw0 ? jb->lw0 + b * TT : NULL;
     bc->D = t->D, bc->M = t->M, bc->C = t->C;
 }
 
@@ -679,9 +702,31 @@ int ba_approx_gemm_forward_m(ba_engine e, const ba_approx *a, int memory, int B,
     return BA_OK;
 }
 
+static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int T,
+                         const double *h, const double *J, int ldj, const double *lw0,
+                         const double *g, double *dh, double *dJ, ba_approx_stats *st,
+                         char *err);
+
 int ba_approx_gemm_backward_m(ba_engine e, const ba_approx *a, int memory, int B, int T,
                               const double *h, const double *J, int ldj, const double *g,
                               double *dh, double *dJ, ba_approx_stats *st, char *err)
+{
+    return gemm_backward(e, a, memory, B, T, h, J, ldj, NULL, g, dh, dJ, st, err);
+}
+
+int ba_approx_gemm_backward_from(ba_engine e, const ba_approx *a, int B, int T,
+                                 const double *h, const double *J, int ldj,
+                                 const double *logw0, const double *g, double *dh, double *dJ,
+                                 ba_approx_stats *st, char *err)
+{
+    return gemm_backward(e, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw0, g, dh, dJ, st,
+                         err);
+}
+
+static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int T,
+                         const double *h, const double *J, int ldj, const double *lw0,
+                         const double *g, double *dh, double *dJ, ba_approx_stats *st,
+                         char *err)
 {
     int rc = check_args(e, a, memory, B, T, h, J, ldj, err);
     if (rc)
@@ -695,7 +740,7 @@ int ba_approx_gemm_backward_m(ba_engine e, const ba_approx *a, int memory, int B
                                "not finite", r / T, r % T, j, g[(size_t)r * T + j]);
     job jb;
     job_init(&jb, e, a, memory, T, h, J, ldj);
-    jb.g = g;
+    jb.g = g, jb.lw0 = lw0;
     size_t TT = (size_t)T * T;
     /* blocks' coupling sums in rounds of at most 2^25 doubles (256 MiB) */
     long cap = (1L << 25) / (long)TT;

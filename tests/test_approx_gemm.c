@@ -144,6 +144,23 @@ static void test_matches_twin(void **state)
                 assert_int_equal(b.queries, BB * T);
                 assert_int_equal(f.retried + f.unconverged + b.unconverged, 0);
                 assert_true(f.sweeps >= BB * T && f.max_sweeps <= a.max_iter);
+                /* the backward started at the forward's answer, in double
+                 * and rounded to float as the f32 layer keeps it: the same
+                 * gradients to the same tolerance */
+                for (int fl = 0; fl < 2; fl++) {
+                    static double lwf[NBLK];
+                    for (int e = 0; e < BB * T * T; e++)
+                        lwf[e] = fl ? (double)(float)lw[e] : lw[e];
+                    memset(dh, 0, sizeof dh), memset(dJ, 0, sizeof dJ);
+                    ba_approx_stats w = {0, 0, 0, 0, 0};
+                    assert_int_equal(ba_approx_gemm_backward_from(ENGINES[m], &a, BB, T, h, J, T,
+                                                                  lwf, g, dh, dJ, &w, err),
+                                     BA_OK);
+                    assert_int_equal(w.queries, BB * T);
+                    assert_int_equal(w.unconverged, 0);
+                    assert_true(max_abs_rows(T, dh, dh0) <= 1e-6 * mh);
+                    assert_true(max_abs_upper(T, dJ, dJ0) <= 1e-6 * mJ);
+                }
             }
 }
 
