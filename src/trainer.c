@@ -339,8 +339,12 @@ static double total_s(const run_ctx *c) { return c->t->prior_s + (now_s() - c->t
 static int emit(run_ctx *c, const ba_record *r, char *err)
 {
     if (c->log) {
+        /* flushed record by record, so that a long run's log shows its
+         * progress between evaluations (a resume trims the log back to its
+         * save point anyway) */
         char *line = ba_record_to_json(r);
-        int bad = !line || fputs(line, c->log) == EOF || fputc('\n', c->log) == EOF;
+        int bad = !line || fputs(line, c->log) == EOF || fputc('\n', c->log) == EOF ||
+                  fflush(c->log) != 0;
         free(line);
         if (bad)
             return ba_fail(err, BA_ERR_IO, "cannot write %.200s: %s", c->logpath,
