@@ -191,12 +191,16 @@ long)
     # couplings.
     LONG_ARMS=${LONG_ARMS:-softmax,softmax+pos-emb=none,sigmoid,sigmoid+log-n,boltzmann+relative+band4,boltzmann+relative+band8,boltzmann+band8}
     # Full-range relative couplings (one J per distance up to T - 1, no
-    # band) need an approximate engine: at T = 256 an arm trained with tap
-    # (issue 16: the engine that trained closest to exact at T = 12 and 20
-    # among those that scale to full range), beside the exact banded arms.
-    # About 7 s a step at the start on one core (its sweeps grow as J
-    # does): hours a run, so it is trained after the exact arms' cells.
-    T256_EXTRA_ARMS=${T256_EXTRA_ARMS-boltzmann+relative+engine=tap}
+    # band) need an approximate engine: T256_EXTRA_ARMS=boltzmann+relative+engine=tap
+    # adds an arm trained with tap (issue 16: the engine that trained
+    # closest to exact at T = 12 and 20 among those that scale to full
+    # range) beside the exact banded arms. Not by default: measured on one
+    # core, a step takes 3.5 s at first, but once the learning rate peaks
+    # (step 30 - 40) thousands of rows a step stop converging in the GEMM
+    # path and fall back to the per-query retry (up to 5000 sweeps of
+    # O(T^2)), some never converge (their gradient is dropped), and steps
+    # take 10 - 20 s and more (mf the same): many hours a run.
+    T256_EXTRA_ARMS=${T256_EXTRA_ARMS-}
     T256_ARMS=$LONG_ARMS${T256_EXTRA_ARMS:+,$T256_EXTRA_ARMS}
     LONG_C=${LONG_C:-128}; LONG_LAYERS=${LONG_LAYERS:-2}; LONG_HEADS=${LONG_HEADS:-4}  # FFN on
     LONG_LR=${LONG_LR:-3e-3}
