@@ -15,8 +15,11 @@
  * Why the backward solves each row's forward again instead of keeping it:
  * bp's state is a message per ordered pair, T^2 doubles per row, T^3 per
  * block (8 GiB at T = 1024); mf and tap would keep 2 T per row. Repeating
- * the forward (same settings, same sweeps, so the same fixed point bit for
- * bit) costs about what the adjoint solve costs and keeps memory flat.
+ * the forward from J = 0 (same settings, same sweeps, so the same fixed
+ * point bit for bit) costs about what the forward cost; given the
+ * forward's log-weights (ba_approx_backward_from, as the attention layer
+ * calls it), mf and tap start at the forward's answer instead and take a
+ * few sweeps, keeping memory flat either way.
  *
  * The gradient of the couplings is a sum over every row of the batch. So
  * that it does not depend on the thread count, the rows are cut into a
