@@ -20,8 +20,10 @@
  * steps: a long antiferromagnetic tail) have more than one outlying
  * eigenvalue; evaluating that model on 16 windows, history 12 retried 999
  * rows of 32 768 where 5 retried 1 383, and took 25 s instead of 60. On
- * the bench's paper-like couplings it saves 15 - 25 % of the sweeps
- * (bench_approx_gemm --memory 5,12). */
+ * the bench's paper-like couplings it saves 10 - 25 % of the sweeps, but
+ * each costs more (the Gram updates): at T = 64 about 20 % slower, at
+ * T = 256 mf 15 % faster and tap 6 % slower, at T = 1024 both about 10 %
+ * faster (bench_approx_gemm --memory 5,12). */
 #define BA_APPROX_GEMM_GROUP 64
 #define BA_APPROX_GEMM_MEMORY 12
 #define BA_APPROX_GEMM_MAX_MEMORY 16
