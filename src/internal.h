@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -688,15 +689,15 @@ int ba_mf_check_settings(const ba_mf_settings *s, char *err);
  * exponential: within a few ulp of 1 in absolute terms, which is all a
  * fixed point iterated to a tolerance of 1e-8 or more can use (the
  * weights come from phi, not m); libm's tanh was half of a banded mf
- * row's time. ba_mf_tanh: m (n) = tanh(phi) so (phi NULL: zeros). */
+ * row's time. ba_mf_tanh: m (n) = tanh(phi) so. */
 static inline void ba_mf_tanh(int n, const double *phi, double *m)
 {
     for (int j = 0; j < n; j++)
-        m[j] = -2.0 * fabs(phi ? phi[j] : 0.0);
+        m[j] = -2.0 * fabs(phi[j]);
     ba_exp_nonpos(m, (size_t)n);
     for (int j = 0; j < n; j++) {
         double v = (1.0 - m[j]) / (1.0 + m[j]);
-        m[j] = phi && phi[j] < 0.0 ? -v : v;
+        m[j] = phi[j] < 0.0 ? -v : v;
     }
 }
 
@@ -717,10 +718,19 @@ static inline double ba_mf_tanh_step(int n, const double *phi, const double *x, 
 static inline void ba_mf_first(int n, const double *start, const double *h, double *x)
 {
     if (start)
-        for (int j = 0; j < n; j++)
-            x[j] = start[j];
-    else
+        memcpy(x, start, sizeof(double) * (size_t)n);
+    else if (h)
         ba_mf_tanh(n, h, x);
+    else
+        memset(x, 0, sizeof(double) * (size_t)n); /* tanh 0, exactly as ba_mf_tanh gives it */
+}
+
+/* m = <s> = 2 P(s = +1) - 1 from log P(s = +1), without cancellation near
+ * +-1 (the hybrid engine's magnetisations, the approximate backward's
+ * starts). */
+static inline double ba_m_of_logw(double lw)
+{
+    return lw > -0.6931471805599453 ? 1.0 + 2.0 * expm1(lw) : 2.0 * exp(lw) - 1.0;
 }
 
 static inline void ba_mf_damp(int n, double lambda, const double *m, double *x)

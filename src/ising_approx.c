@@ -452,7 +452,7 @@ static void bw_ws_free(bw_ws *t)
 static int start_of(int n, const double *lw, double *x0)
 {
     for (int j = 0; j < n; j++) {
-        double m = 2.0 * exp(lw[j]) - 1.0;
+        double m = ba_m_of_logw(lw[j]);
         if (!isfinite(m))
             return 0;
         x0[j] = m > 1.0 ? 1.0 : m < -1.0 ? -1.0 : m;

@@ -294,7 +294,7 @@ static int warm_start(int n, const double *lw, int fields, double *x)
         if (isnan(lw[j]))
             return 0;
         double l = lw[j] > 0.0 ? 0.0 : lw[j];
-        double v = fields ? 0.5 * (l - log(-expm1(l))) : 2.0 * exp(l) - 1.0;
+        double v = fields ? 0.5 * (l - log(-expm1(l))) : ba_m_of_logw(l);
         x[j] = fields ? (v > 20.0 ? 20.0 : v < -20.0 ? -20.0 : v) : (v < -1.0 ? -1.0 : v);
     }
     return 1;
@@ -705,27 +705,6 @@ int ba_approx_gemm_forward_m(ba_engine e, const ba_approx *a, int memory, int B,
 static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int T,
                          const double *h, const double *J, int ldj, const double *lw0,
                          const double *g, double *dh, double *dJ, ba_approx_stats *st,
-                         char *err);
-
-int ba_approx_gemm_backward_m(ba_engine e, const ba_approx *a, int memory, int B, int T,
-                              const double *h, const double *J, int ldj, const double *g,
-                              double *dh, double *dJ, ba_approx_stats *st, char *err)
-{
-    return gemm_backward(e, a, memory, B, T, h, J, ldj, NULL, g, dh, dJ, st, err);
-}
-
-int ba_approx_gemm_backward_from(ba_engine e, const ba_approx *a, int B, int T,
-                                 const double *h, const double *J, int ldj,
-                                 const double *logw0, const double *g, double *dh, double *dJ,
-                                 ba_approx_stats *st, char *err)
-{
-    return gemm_backward(e, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw0, g, dh, dJ, st,
-                         err);
-}
-
-static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int T,
-                         const double *h, const double *J, int ldj, const double *lw0,
-                         const double *g, double *dh, double *dJ, ba_approx_stats *st,
                          char *err)
 {
     int rc = check_args(e, a, memory, B, T, h, J, ldj, err);
@@ -785,6 +764,22 @@ static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int
     if (st)
         ba_approx_stats_add(st, &tot);
     return BA_OK;
+}
+
+int ba_approx_gemm_backward_m(ba_engine e, const ba_approx *a, int memory, int B, int T,
+                              const double *h, const double *J, int ldj, const double *g,
+                              double *dh, double *dJ, ba_approx_stats *st, char *err)
+{
+    return gemm_backward(e, a, memory, B, T, h, J, ldj, NULL, g, dh, dJ, st, err);
+}
+
+int ba_approx_gemm_backward_from(ba_engine e, const ba_approx *a, int B, int T,
+                                 const double *h, const double *J, int ldj,
+                                 const double *logw0, const double *g, double *dh, double *dJ,
+                                 ba_approx_stats *st, char *err)
+{
+    return gemm_backward(e, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw0, g, dh, dJ, st,
+                         err);
 }
 
 int ba_approx_gemm_forward(ba_engine e, const ba_approx *a, int B, int T, const double *h,

@@ -199,12 +199,6 @@ static void hyb_field(const hyb *c, int n, const double *base, const double *x, 
     }
 }
 
-/* m = <s> = 2 P(s = +1) - 1 from logw, without cancellation near +-1. */
-static inline double m_of_logw(double lw)
-{
-    return lw > -0.6931471805599453 ? 1.0 + 2.0 * expm1(lw) : 2.0 * exp(lw) - 1.0;
-}
-
 static int all_finite(const double *v, int n)
 {
     for (int j = 0; j < n; j++)
@@ -265,7 +259,7 @@ static void hyb_store_fwd(hyb *c, const hyb_dir *d, long q, const double *lw)
     size_t r = (size_t)q * c->T;
     int n = (int)(q % c->T) + 1;
     for (int j = 0; j < n; j++)
-        d->out[r + j] = m_of_logw(lw[j]);
+        d->out[r + j] = ba_m_of_logw(lw[j]);
     if (!all_finite(lw, n))
         c->st[q] = Q_DEAD;
     if (d->lw)
