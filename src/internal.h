@@ -689,7 +689,8 @@ int ba_mf_check_settings(const ba_mf_settings *s, char *err);
  * exponential: within a few ulp of 1 in absolute terms, which is all a
  * fixed point iterated to a tolerance of 1e-8 or more can use (the
  * weights come from phi, not m); libm's tanh was half of a banded mf
- * row's time. ba_mf_tanh: m (n) = tanh(phi) so. */
+ * row's time. ba_mf_tanh: m (n) = tanh(phi) so (the GEMM path's tanh
+ * too). */
 static inline void ba_mf_tanh(int n, const double *phi, double *m)
 {
     for (int j = 0; j < n; j++)

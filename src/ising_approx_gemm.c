@@ -95,20 +95,6 @@ typedef struct {
     const double *D, *M, *C; // (G,T) by group row: sech^2 phi, tanh phi, tap's c
 } blk_ctx;
 
-/* t (n) = tanh(phi) within a few ulp of 1 (absolute): sign(phi) (1 - e) /
- * (1 + e), e = exp(-2 |phi|) by the library's vectorised exponential
- * (libm's tanh cost as much as the GEMMs). */
-static void tanh_row(int n, const double *phi, double *t)
-{
-    for (int j = 0; j < n; j++)
-        t[j] = -2.0 * fabs(phi[j]);
-    ba_exp_nonpos(t, (size_t)n);
-    for (int j = 0; j < n; j++) {
-        double v = (1.0 - t[j]) / (1.0 + t[j]);
-        t[j] = phi[j] < 0.0 ? -v : v;
-    }
-}
-
 /* max_j |f_j - x_j| over n, NaN when any is. */
 static double step_max(int n, const double *f, const double *x)
 {
@@ -132,7 +118,7 @@ static void ev_forward(void *vc, int na, int Lg, aa_ws *w)
         int i = b->r0 + w->idx[r], n = i + 1;
         double *phi = w->AUX + (size_t)r * ld;
         if (b->fields) {
-            tanh_row(n, w->X + (size_t)r * ld, w->Z + (size_t)r * ld);
+            ba_mf_tanh(n, w->X + (size_t)r * ld, w->Z + (size_t)r * ld);
             memset(w->Z + (size_t)r * ld + n, 0, sizeof(double) * (Lg - n));
         }
         if (b->h)
@@ -163,7 +149,7 @@ static void ev_forward(void *vc, int na, int Lg, aa_ws *w)
     for (int r = 0; r < na; r++) {
         int n = b->r0 + w->idx[r] + 1;
         double *f = w->F + (size_t)r * ld;
-        tanh_row(n, w->AUX + (size_t)r * ld, f);
+        ba_mf_tanh(n, w->AUX + (size_t)r * ld, f);
         w->res[r] = step_max(n, f, m + (size_t)r * ld);
         if (b->fields)
             memcpy(f, w->AUX + (size_t)r * ld, sizeof(double) * n);
