@@ -26,6 +26,12 @@
  * faster (bench_approx_gemm --memory 5,12). */
 #define BA_APPROX_GEMM_GROUP 64
 #define BA_APPROX_GEMM_MEMORY 12
+/* The Anderson iteration's sweeps (at most max_iter) before a row goes to
+ * the sequential sweeps: converging rows take 20 - 60 (learned T = 256
+ * couplings), and a row Anderson has not solved by then seldom is; 1000
+ * sweeps of the rows that never converged were three quarters of an
+ * evaluation's time (measured, bench notes in docs/performance.md). */
+#define BA_APPROX_GEMM_AA_SWEEPS 100
 #define BA_APPROX_GEMM_MAX_MEMORY 16
 
 /* 1 when ba_approx_forward/backward should call this path: engine mf or

@@ -674,6 +674,9 @@ typedef struct {
     const double *start;   /* mf/tap: (n) the first iterate m, each in [-1, 1]; NULL
                               (zero-initialised): tanh(h), the J = 0 solution. The
                               backward's re-solve starts at the forward's answer */
+    int sequential;        /* mf/tap, dense kernel only: 1 = Gauss-Seidel sweeps
+                              (src/ising_mf.c says why), 0 (zero-initialised) =
+                              Jacobi; the banded kernels and bp refuse 1 */
 } ba_mf_settings;
 typedef struct {
     int iters;     /* sweeps done */
@@ -816,7 +819,10 @@ int ba_bp_band_backward(const ba_mf_settings *s, int n, int W, const double *Ab,
  * whose iteration has not converged within s->max_iter sweeps at
  * s->damping is solved again from the start with damping / 4 and 4 x
  * max_iter (counted in retried); one that still has not converged keeps
- * its last iterate (finite) and is counted in unconverged. The backward
+ * its last iterate (finite) and is counted in unconverged. The full-range
+ * GEMM path of mf and tap (T >= 64, src/approx_gemm.h) gives its Anderson
+ * iteration at most BA_APPROX_GEMM_AA_SWEEPS sweeps, then solves a row it
+ * has not by the sequential sweeps (undamped, max_iter) before that retry. The backward
  * repeats the forward of each query (the same sweeps, bit for bit) rather
  * than storing its state. mf/tap adjoints: LU for n <= BA_APPROX_LU_MAX_N,
  * else the transposed iteration (its spectrum is the converged forward's,

@@ -67,7 +67,7 @@ static ba_mf_method method_of(ba_engine e)
 
 ba_mf_settings ba_approx_mf_settings(const ba_approx *a)
 {
-    ba_mf_settings s = {a->damping, a->tol, a->max_iter, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {a->damping, a->tol, a->max_iter, BA_MF_ADJ_LU, NULL, 0};
     return s;
 }
 

@@ -44,11 +44,13 @@
  * may stop at different ones. tanh is computed from the library's vectorised exponential
  * (within a few ulp; libm's cost as much as the GEMMs).
  *
- * Non-convergence keeps the policy: a row not converged in max_iter sweeps
- * (or not finite) is solved by the per-query path, ba_mf_forward with its
- * retry at damping / 4 and 4 x max_iter, bit for bit as ba_approx_forward
- * solves it; counted in retried (once), its sweeps added to the row's, and
- * in unconverged if the per-query path did not converge either.
+ * Non-convergence. Anderson gets at most BA_APPROX_GEMM_AA_SWEEPS sweeps
+ * (memory 0, plain Jacobi: max_iter). A row it has not solved (or not
+ * finite) goes to the per-query kernel's sequential sweeps, undamped, then
+ * their retry at damping / 4 and 4 x max_iter (seq_forward; why:
+ * docs/design.md, "Long full-range blocks"); counted in retried (once), its
+ * sweeps added to the row's, and in unconverged if they did not converge
+ * either; a row they solved is a converged row from then on.
  *
  * Backward. The forward is run again (same code, same data: the same
  * sweeps and fixed point, bit for bit; or, given the forward's logw, from
@@ -217,10 +219,10 @@ typedef struct {
     aa_ws aa;
     double *phi, *U, *D, *M, *C; // (G,T) each, by group row
     double *tolv;                // (G)
-    int *len, *sw, *conv, *asw, *aconv; // (G) each
+    int *len, *sw, *conv, *asw, *aconv, *retr; // (G) each
     double *S2;                  // (T,T): tap's second coupling sum
     /* the per-query path's, on first use: state (2T), ws, zeros (T), a
-     * scratch row (T), pivots (T) */
+     * start and a log-weight row (2T), pivots (T) */
     double *state, *ws, *hz, *lw;
     int *ipiv;
 } thr_ws;
@@ -233,13 +235,14 @@ static int thr_init(thr_ws *t, const job *jb, int mem)
     int ok = ba_aa_ws_init(&t->aa, G, T, mem);
     t->phi = malloc(sizeof(double) * 5 * gt);
     t->tolv = malloc(sizeof(double) * G);
-    t->len = malloc(sizeof(int) * 5 * (size_t)G);
+    t->len = malloc(sizeof(int) * 6 * (size_t)G);
     if (jb->g && jb->meth == BA_MF_TAP)
         t->S2 = malloc(sizeof(double) * (size_t)T * T);
     if (!ok || !t->phi || !t->tolv || !t->len || (jb->g && jb->meth == BA_MF_TAP && !t->S2))
         return 0;
     t->U = t->phi + gt, t->D = t->U + gt, t->M = t->D + gt, t->C = t->M + gt;
     t->sw = t->len + G, t->conv = t->sw + G, t->asw = t->conv + G, t->aconv = t->asw + G;
+    t->retr = t->aconv + G;
     return 1;
 }
 
@@ -249,7 +252,7 @@ static int thr_fallback_ws(thr_ws *t, int T)
         return 1;
     t->state = malloc(sizeof(double) * 2 * (size_t)T);
     t->hz = calloc((size_t)T, sizeof(double));
-    t->lw = malloc(sizeof(double) * (size_t)T);
+    t->lw = malloc(sizeof(double) * 2 * (size_t)T);
     t->ipiv = malloc(sizeof(int) * (size_t)T);
     t->ws = malloc(sizeof(double) * ba_mf_ws_doubles(T));
     return t->state && t->hz && t->lw && t->ipiv && t->ws;
@@ -286,9 +289,53 @@ static int warm_start(int n, const double *lw, int fields, double *x)
     return 1;
 }
 
-/* The forward of group rows r0 .. r0 + nr - 1 of block bc: phi, sw and
- * conv by group row. */
-static void group_forward(thr_ws *t, const job *jb, blk_ctx *bc, int nr)
+/* A row the GEMM iteration left unsolved: the per-query kernel's
+ * sequential sweeps, undamped (src/ising_mf.c; for mf each update is the
+ * minimum of the mean-field free energy along its spin, a descent, so they
+ * converge where Jacobi cycles or diverges, as on learned couplings with a
+ * long antiferromagnetic tail), from the forward's answer when the
+ * backward has it, else from the J = 0 solution, up to max_iter sweeps;
+ * then once more from J = 0 at damping / 4 and 4 x max_iter (the
+ * per-query policy's retry). Its fields into phi (n), converged or not;
+ * *info its sweeps (both solves). */
+static int seq_forward(thr_ws *t, const job *jb, int n, const double *hr, const double *lw0,
+                       double *phi, ba_mf_info *info, char *err)
+{
+    ba_mf_settings used = jb->s;
+    used.sequential = 1;
+    used.damping = 1.0;
+    used.start = NULL;
+    if (lw0) {
+        int ok = 1;
+        for (int j = 0; j < n && ok; j++) {
+            ok = !isnan(lw0[j]);
+            double m = ba_m_of_logw(lw0[j] > 0.0 ? 0.0 : lw0[j]);
+            t->lw[j] = m < -1.0 ? -1.0 : m;
+        }
+        used.start = ok ? t->lw : NULL;
+    }
+    int rc = ba_mf_forward(jb->meth, &used, n, hr ? hr : t->hz, jb->J, jb->ldj, t->lw + n,
+                           t->state, t->ws, info, err);
+    if (rc == BA_OK && !info->converged) {
+        used.damping = jb->s.damping / 4.0;
+        used.max_iter = jb->s.max_iter > BA_APPROX_MAX_ITER / 4 ? BA_APPROX_MAX_ITER
+                                                                : 4 * jb->s.max_iter;
+        used.start = NULL;
+        int first = info->iters;
+        rc = ba_mf_forward(jb->meth, &used, n, hr ? hr : t->hz, jb->J, jb->ldj, t->lw + n,
+                           t->state, t->ws, info, err);
+        info->iters += first;
+    }
+    if (rc == BA_OK)
+        memcpy(phi, t->state + n, sizeof(double) * n);
+    return rc;
+}
+
+/* The forward of group rows r0 .. r0 + nr - 1 of block bc: phi, sw, conv
+ * and retr (solved by seq_forward) by group row; on error *row is the
+ * failing row (of block b). */
+static int group_forward(thr_ws *t, const job *jb, blk_ctx *bc, int nr, int b, long *row,
+                         char *err)
 {
     int T = jb->T, Lg = bc->r0 + nr;
     for (int gi = 0; gi < nr; gi++) {
@@ -304,27 +351,24 @@ static void group_forward(thr_ws *t, const job *jb, blk_ctx *bc, int nr)
     }
     ba_aa_solve(&t->aa, &jb->fwd, nr, Lg, t->len, t->tolv, ev_forward, bc, t->phi, t->sw,
              t->conv);
-}
-
-/* The per-query path's solve of one row with the retry policy (as
- * src/ising_approx.c's): *used the settings of the solve kept, *info its
- * sweeps (both solves) and convergence; state in t->state. */
-static int pq_forward(thr_ws *t, const job *jb, int n, const double *hr, double *lw,
-                      ba_mf_settings *used, ba_mf_info *info, char *err)
-{
-    *used = jb->s;
-    int rc = ba_mf_forward(jb->meth, used, n, hr ? hr : t->hz, jb->J, jb->ldj, lw, t->state,
-                           t->ws, info, err);
-    if (rc == BA_OK && !info->converged) {
-        used->damping = jb->s.damping / 4.0;
-        used->max_iter = jb->s.max_iter > BA_APPROX_MAX_ITER / 4 ? BA_APPROX_MAX_ITER
-                                                                 : 4 * jb->s.max_iter;
-        int first = info->iters;
-        rc = ba_mf_forward(jb->meth, used, n, hr ? hr : t->hz, jb->J, jb->ldj, lw, t->state,
-                           t->ws, info, err);
-        info->iters += first;
+    for (int gi = 0; gi < nr; gi++) {
+        t->retr[gi] = !t->conv[gi];
+        if (t->conv[gi])
+            continue;
+        int i = bc->r0 + gi, n = i + 1;
+        *row = (long)b * T + i;
+        if (!thr_fallback_ws(t, T))
+            return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the per-query workspace");
+        ba_mf_info info = {0, 0};
+        int rc = seq_forward(t, jb, n, bc->h ? bc->h + (size_t)i * T : NULL,
+                             bc->lw0 ? bc->lw0 + (size_t)i * T : NULL, t->phi + (size_t)gi * T,
+                             &info, err);
+        if (rc)
+            return rc;
+        t->sw[gi] += info.iters;
+        t->conv[gi] = info.converged;
     }
-    return rc;
+    return BA_OK;
 }
 
 static void blk_init(blk_ctx *bc, const job *jb, const thr_ws *t, int b)
@@ -349,29 +393,18 @@ static int block_forward(const job *jb, thr_ws *t, int b, ba_approx_stats *st, l
     for (int r0 = 0; r0 < T; r0 += BA_APPROX_GEMM_GROUP) {
         int nr = T - r0 < BA_APPROX_GEMM_GROUP ? T - r0 : BA_APPROX_GEMM_GROUP;
         bc.r0 = r0;
-        group_forward(t, jb, &bc, nr);
+        int rc = group_forward(t, jb, &bc, nr, b, row, err);
+        if (rc)
+            return rc;
         for (int gi = 0; gi < nr; gi++) {
             int i = r0 + gi, n = i + 1;
             double *lw = jb->logw + ((size_t)b * T + i) * T;
-            if (t->conv[gi]) {
-                const double *phi = t->phi + (size_t)gi * T;
-                for (int j = 0; j < n; j++)
-                    lw[j] = ba_log_sigmoid2(phi[j]);
-                count(st, t->sw[gi]);
-                continue;
-            }
-            *row = (long)b * T + i;
-            if (!thr_fallback_ws(t, T))
-                return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the per-query workspace");
-            ba_mf_settings used;
-            ba_mf_info info = {0, 0};
-            int rc = pq_forward(t, jb, n, bc.h ? bc.h + (size_t)i * T : NULL, lw, &used, &info,
-                                err);
-            if (rc)
-                return rc;
-            count(st, t->sw[gi] + info.iters);
-            st->retried++;
-            st->unconverged += !info.converged;
+            const double *phi = t->phi + (size_t)gi * T;
+            for (int j = 0; j < n; j++)
+                lw[j] = ba_log_sigmoid2(phi[j]);
+            count(st, t->sw[gi]);
+            st->retried += t->retr[gi];
+            st->unconverged += !t->conv[gi];
         }
     }
     return BA_OK;
@@ -457,9 +490,9 @@ static void adj_gemm_rows(thr_ws *t, const job *jb, const blk_ctx *bc, int nr, d
 }
 
 /* The group's other rows, in row order: an adjoint that did not converge
- * by LU at the same fixed point; a forward that went to the per-query path
- * by the per-query backward (src/ising_approx.c's row_backward). dh and
- * the entries j < k of S +=. */
+ * by LU at the same fixed point; a forward that did not converge (even by
+ * the sequential sweeps) has no gradient and is counted unconverged. dh
+ * and the entries j < k of S +=. */
 static int adj_other_rows(thr_ws *t, const job *jb, const blk_ctx *bc, int nr, double *dhb,
                           double *S, ba_approx_stats *st, long *row, int b, char *err)
 {
@@ -469,29 +502,20 @@ static int adj_other_rows(thr_ws *t, const job *jb, const blk_ctx *bc, int nr, d
             continue;
         int i = bc->r0 + gi, n = i + 1;
         *row = (long)b * T + i;
+        if (!t->conv[gi]) { /* not even the sequential sweeps converged: no gradient */
+            st->queries++, st->unconverged++;
+            continue;
+        }
         if (!thr_fallback_ws(t, T))
             return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the per-query workspace");
         const double *g = bc->g + (size_t)i * T;
         double *dh = dhb ? dhb + (size_t)i * T : NULL;
         ba_mf_settings used = jb->s;
         ba_mf_info info = {0, 0};
-        int extra = 0;
-        if (t->conv[gi]) {
-            memcpy(t->state, t->M + (size_t)gi * T, sizeof(double) * n);
-            memcpy(t->state + n, t->phi + (size_t)gi * T, sizeof(double) * n);
-            used.adjoint = BA_MF_ADJ_LU;
-            extra = t->asw[gi];
-        } else {
-            int rc = pq_forward(t, jb, n, bc->h ? bc->h + (size_t)i * T : NULL, t->lw, &used,
-                                &info, err);
-            if (rc)
-                return rc;
-            if (!info.converged) {
-                st->queries++, st->unconverged++;
-                continue;
-            }
-            used.adjoint = n <= BA_APPROX_LU_MAX_N ? BA_MF_ADJ_LU : BA_MF_ADJ_ITER;
-        }
+        memcpy(t->state, t->M + (size_t)gi * T, sizeof(double) * n);
+        memcpy(t->state + n, t->phi + (size_t)gi * T, sizeof(double) * n);
+        used.adjoint = BA_MF_ADJ_LU;
+        int extra = t->asw[gi];
         int rc = ba_mf_backward(jb->meth, &used, n, jb->J, jb->ldj, t->state, g, dh, S, T,
                                 t->ws, t->ipiv, &info, err);
         if (rc == BA_ERR_NUMERIC) { /* singular or diverged: nothing written */
@@ -522,12 +546,14 @@ static int block_backward(const job *jb, thr_ws *t, int b, double *S, ba_approx_
     for (int r0 = 0; r0 < T; r0 += BA_APPROX_GEMM_GROUP) {
         int nr = T - r0 < BA_APPROX_GEMM_GROUP ? T - r0 : BA_APPROX_GEMM_GROUP;
         bc.r0 = r0;
-        group_forward(t, jb, &bc, nr);
+        int rc = group_forward(t, jb, &bc, nr, b, row, err);
+        if (rc)
+            return rc;
         int na = adj_setup(t, jb, &bc, nr);
         ba_aa_solve(&t->aa, &jb->adj, na, r0 + nr, t->len, t->tolv, ev_adjoint, &bc, t->U, t->asw,
                  t->aconv);
         adj_gemm_rows(t, jb, &bc, nr, dhb, S, st);
-        int rc = adj_other_rows(t, jb, &bc, nr, dhb, S, st, row, b, err);
+        rc = adj_other_rows(t, jb, &bc, nr, dhb, S, st, row, b, err);
         if (rc)
             return rc;
     }
@@ -591,6 +617,8 @@ static void job_init(job *jb, ba_engine e, const ba_approx *a, int memory, int T
     jb->meth = e == BA_ENGINE_TAP ? BA_MF_TAP : BA_MF_NAIVE;
     jb->s = ba_approx_mf_settings(a);
     jb->fwd = (aa_cfg){a->damping, a->max_iter, memory};
+    if (memory > 0 && jb->fwd.max_iter > BA_APPROX_GEMM_AA_SWEEPS)
+        jb->fwd.max_iter = BA_APPROX_GEMM_AA_SWEEPS;
     jb->adj = (aa_cfg){a->damping, a->max_iter, memory};
     jb->T = T, jb->ldj = ldj, jb->h = h, jb->J = J;
 }

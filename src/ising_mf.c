@@ -8,6 +8,12 @@
  * point, so a small damping does not loosen it. The returned m is F(x) of
  * the last sweep, i.e. tanh(phi) with phi the effective field just
  * computed, and logw = log sigmoid(2 phi) comes from the same phi.
+ * s->sequential: Gauss-Seidel sweeps instead (spin j from the latest
+ * others), the same test at the end. For mf, m_j = tanh phi_j is the
+ * minimum of the mean-field free energy -h.m - m^T J m - sum S(m_j) along
+ * m_j (convex there, A_jj = 0), so undamped sequential sweeps descend it
+ * and do not cycle where the Jacobi map does (A with large negative
+ * eigenvalues); the GEMM path's fallback (src/ising_approx_gemm.c).
  *
  * Backward: implicit differentiation of m = F(m; h, J), F_j = tanh(phi_j).
  * With D = diag(1 - m^2) and K = d phi / d m, dF/dm = D K, and the adjoint
@@ -41,6 +47,7 @@
  * are its reference twins (tests/test_approx_band.c). */
 #include "internal.h"
 
+#include <cblas.h>
 #include <string.h>
 
 /* LAPACK (column-major): solves A X = B in place, B (n, nrhs). */
@@ -72,6 +79,9 @@ int ba_mf_check_settings(const ba_mf_settings *s, char *err)
                        s->tol);
     if (s->max_iter < 1)
         return ba_fail(err, BA_ERR_ARG, "mean-field max_iter %d is below 1", s->max_iter);
+    if (s->sequential != 0 && s->sequential != 1)
+        return ba_fail(err, BA_ERR_ARG, "mean-field sweep order %d is neither 0 (Jacobi) nor 1 "
+                       "(sequential)", s->sequential);
     if (s->adjoint != BA_MF_ADJ_LU && s->adjoint != BA_MF_ADJ_ITER)
         return ba_fail(err, BA_ERR_ARG, "mean-field adjoint solver %d is unknown",
                        (int)s->adjoint);
@@ -135,6 +145,56 @@ static void mft_field(int tap, int n, const double *h, const double *A, const do
     }
 }
 
+/* Sequential sweeps from x (n): spin j = 0 .. n-1 in turn, x_j += lambda
+ * (tanh phi_j(x) - x_j) with phi_j from the latest x (two BLAS dots a spin
+ * for tap: A2 (n,n) = A o A against q = 1 - x^2, kept up to date). When a
+ * whole sweep's undamped steps are below tol, the Jacobi test decides: phi
+ * = phi(x), m = tanh phi, converged when max |m - x| < tol (so the result
+ * meets the Jacobi path's contract to the same tolerance). Without
+ * convergence, m and phi are those of the last x. Sweeps counted, the
+ * tests not. */
+static ba_mf_info mft_sequential(int tap, const ba_mf_settings *s, int n, const double *h,
+                                 const double *A, double *A2, double *q, double *x, double *m,
+                                 double *phi)
+{
+    if (tap)
+        for (int j = 0; j < n; j++) {
+            for (int k = 0; k < n; k++)
+                A2[(size_t)j * n + k] = A[(size_t)j * n + k] * A[(size_t)j * n + k];
+            q[j] = (1.0 - x[j]) * (1.0 + x[j]);
+        }
+    ba_mf_info inf = {0, 0};
+    int saved = ba_blas_serial();
+    for (int it = 1; it <= s->max_iter; it++) {
+        double big = 0.0;
+        for (int j = 0; j < n; j++) {
+            double f = (h ? h[j] : 0.0) + cblas_ddot(n, A + (size_t)j * n, 1, x, 1);
+            if (tap)
+                f -= x[j] * cblas_ddot(n, A2 + (size_t)j * n, 1, q, 1);
+            double d = tanh(f) - x[j];
+            x[j] += s->damping * d;
+            if (tap)
+                q[j] = (1.0 - x[j]) * (1.0 + x[j]);
+            big = (fabs(d) > big || isnan(d)) ? fabs(d) : big;
+        }
+        inf.iters = it;
+        if (isnan(big))
+            break; /* overflowed: ba_mf_check_state reports it */
+        if (big < s->tol) {
+            mft_field(tap, n, h, A, x, phi);
+            if (ba_mf_tanh_step(n, phi, x, m) < s->tol) {
+                inf.converged = 1;
+                ba_blas_end(saved);
+                return inf;
+            }
+        }
+    }
+    ba_blas_end(saved);
+    mft_field(tap, n, h, A, x, phi);
+    ba_mf_tanh(n, phi, m);
+    return inf;
+}
+
 /* mf/tap forward after the checks. ws: A (n^2), the iterate x (n). */
 static void mft_forward(int tap, const ba_mf_settings *s, int n, const double *h,
                         const double *J, int ldj, double *logw, double *state, double *ws,
@@ -145,6 +205,15 @@ static void mft_forward(int tap, const ba_mf_settings *s, int n, const double *h
     build_sym(n, J, ldj, A);
     ba_mf_first(n, s->start, h, x);
     ba_mf_info inf = {0, 0};
+    if (s->sequential) {
+        double *A2 = x + n, *q = A2 + (size_t)n * n; /* within ba_mf_ws_doubles */
+        inf = mft_sequential(tap, s, n, h, A, A2, q, x, m, phi);
+        for (int j = 0; j < n; j++)
+            logw[j] = ba_log_sigmoid2(phi[j]);
+        if (info)
+            *info = inf;
+        return;
+    }
     for (int it = 1; it <= s->max_iter; it++) {
         mft_field(tap, n, h, A, x, phi);
         double res = ba_mf_tanh_step(n, phi, x, m);
@@ -195,6 +264,8 @@ int ba_mf_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const doubl
     rc = ba_mf_check_fields(n, h, err);
     if (rc)
         return rc;
+    if (meth == BA_MF_BP && s->sequential)
+        return ba_fail(err, BA_ERR_ARG, "bp has no sequential sweeps (sequential = 1)");
     if (meth == BA_MF_BP)
         ba_bp_forward(s, n, h, J, ldj, logw, state, info);
     else

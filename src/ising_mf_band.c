@@ -91,6 +91,9 @@ static int band_check(ba_mf_method meth, const ba_mf_settings *s, int n, int W,
         return rc;
     if (meth != BA_MF_NAIVE && meth != BA_MF_TAP && meth != BA_MF_BP)
         return ba_fail(err, BA_ERR_ARG, "mean-field method %d is unknown", (int)meth);
+    if (s->sequential)
+        return ba_fail(err, BA_ERR_ARG, "the banded kernels have no sequential sweeps "
+                       "(sequential = 1)");
     if (n < 1)
         return ba_fail(err, BA_ERR_ARG, "mean-field query of %d spins", n);
     if (W < 0)

@@ -199,7 +199,7 @@ static void twins_sweep(int adv)
     static double J[NMAX * LDJ];
     double h[NMAX], g[NMAX], logw[NMAX];
     bufs b = bufs_new(8);
-    ba_mf_settings s = {0.5, 1e-10, adv ? 300 : 2000, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.5, 1e-10, adv ? 300 : 2000, BA_MF_ADJ_LU, NULL, 0};
     double worst[3] = {0, 0, 0};
     int conv[3] = {0, 0, 0}, checked[3] = {0, 0, 0}, runs = 0;
     for (int wi = 0; wi < 4; wi++)
@@ -279,7 +279,7 @@ static void test_finite_differences(void **state)
     static double J[NMAX * LDJ], dJ[NMAX * LDJ];
     double h[NMAX], g[NMAX], dh[NMAX];
     bufs b = bufs_new(n);
-    ba_mf_settings s = {0.5, 1e-13, 20000, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.5, 1e-13, 20000, BA_MF_ADJ_LU, NULL, 0};
     char err[BA_ERR_LEN];
     for (int wi = 0; wi < NW; wi++)
         for (int mi = 0; mi < 3; mi++) {
@@ -443,7 +443,7 @@ static void test_batched(void **state)
 static void test_bad_arguments(void **state)
 {
     (void)state;
-    ba_mf_settings s = {0.5, 1e-8, 100, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.5, 1e-8, 100, BA_MF_ADJ_LU, NULL, 0};
     double Ab[5 * 5] = {0}, h[5] = {0}, lw[5], st[64], ws[256], g[5] = {0}, dJ[25];
     int ipiv[5];
     char err[BA_ERR_LEN];

@@ -17,9 +17,17 @@
  *   stats     queries B T, none retried or unconverged, sweeps in [1,
  *             max_iter], fewer sweeps with Anderson than without;
  *   policy    max_iter 1 with an unreachable tolerance: every row of more
- *             than one key goes to the per-query path (retried, unconverged,
- *             1 + 1 + 4 sweeps), its logw the twin's bit for bit, and adds
- *             no gradient;
+ *             than one key goes to the per-query sequential sweeps
+ *             (retried, unconverged, 1 + 1 + 4 sweeps), its logw the
+ *             sequential twin's bit for bit, and adds no gradient;
+ *   rescue    mf on couplings J = -0.5 for every pair (A's lowest
+ *             eigenvalue -0.5 (n - 1)), where damped Jacobi diverges even
+ *             at damping / 4 (checked on the longest row), run without
+ *             Anderson (memory 0): rows are retried, none is left
+ *             unconverged, logw within 1e-7 of the sequential twin at tol
+ *             1e-12 (the free energy is convex here: one fixed point),
+ *             max |tanh(h + A m) - m| < 1e-7 at the result, and dh, dJ
+ *             within 1e-6 of the twin's LU gradients;
  *   threads   1 and 2 OpenMP threads bit-identical, stats equal;
  *   errors    each bad argument BA_ERR_ARG or BA_ERR_NUMERIC with a message
  *             naming it, the outputs untouched. */
@@ -62,8 +70,9 @@ static void fill(ba_rng *r, int T, int paper, double a, double *h, double *g, do
         }
 }
 
-/* The per-query twin of one block: logw, and dh, dJ (+=, may be NULL). */
-static void twin(ba_mf_method meth, const ba_approx *a, int T, const double *h,
+/* The per-query twin of one block: logw, and dh, dJ (+=, may be NULL);
+ * seq: sequential sweeps (the GEMM path's fallback) instead of Jacobi. */
+static void twin(ba_mf_method meth, const ba_approx *a, int seq, int T, const double *h,
                  const double *J, const double *g, double *lw, double *dh, double *dJ)
 {
     double *ws = malloc(sizeof(double) * ba_mf_ws_doubles(T));
@@ -73,6 +82,7 @@ static void twin(ba_mf_method meth, const ba_approx *a, int T, const double *h,
     for (int q = 0; q < BB * T; q++) {
         int n = q % T + 1;
         ba_mf_settings s = ba_approx_mf_settings(a);
+        s.sequential = seq;
         ba_mf_info inf;
         assert_int_equal(ba_mf_forward(meth, &s, n, h + q * T, J, T, lw + q * T, st, ws, &inf,
                                        err), BA_OK);
@@ -128,7 +138,7 @@ static void test_matches_twin(void **state)
                                                         err), BA_OK);
                 assert_int_equal(ba_approx_gemm_backward(ENGINES[m], &a, BB, T, h, J, T, g, dh,
                                                          dJ, &b, err), BA_OK);
-                twin(METHODS[m], &a, T, h, J, g, lw0, dh0, dJ0);
+                twin(METHODS[m], &a, 0, T, h, J, g, lw0, dh0, dJ0);
                 double el = max_abs_rows(T, lw, lw0), eh = max_abs_rows(T, dh, dh0);
                 double eJ = max_abs_upper(T, dJ, dJ0), mh = max_abs_rows(T, dh0, NULL);
                 double mJ = max_abs_upper(T, dJ0, NULL);
@@ -285,7 +295,7 @@ static void test_fallback(void **state)
         assert_int_equal(f.max_sweeps, 6); /* 1 here, then 1 + 4 per query */
         assert_int_equal(b.queries, BB * T);
         assert_int_equal(b.unconverged, BB * (T - 1));
-        twin(METHODS[m], &a, T, h, J, NULL, lw0, NULL, NULL);
+        twin(METHODS[m], &a, 1, T, h, J, NULL, lw0, NULL, NULL);
         for (int q = 0; q < BB * T; q++) {
             int n = q % T + 1;
             if (n > 1)
@@ -300,6 +310,65 @@ static void test_fallback(void **state)
         }
         assert_true(max_abs_upper(T, dJ, NULL) == 0.0);
     }
+}
+
+static void test_sequential_rescue(void **state)
+{
+    (void)state;
+    static double h[NBLK], g[NBLK], J[TMAX * TMAX], lw[NBLK], lw0[NBLK];
+    static double dh[NBLK], dh0[NBLK], dJ[TMAX * TMAX], dJ0[TMAX * TMAX];
+    const int T = 64;
+    ba_approx a = {0.5, 1e-8, 1000}, tight = {0.5, 1e-12, 1000};
+    char err[BA_ERR_LEN];
+    ba_rng r;
+    ba_rng_seed(&r, 71);
+    fill(&r, T, 0, 0.0, h, g, J);
+    for (int j = 0; j < T; j++)
+        for (int k = j + 1; k < T; k++)
+            J[j * T + k] = -0.5;
+    /* the need: Jacobi on the longest row fails at both dampings */
+    double *ws = malloc(sizeof(double) * ba_mf_ws_doubles(T));
+    double st[2 * TMAX];
+    ba_mf_info inf;
+    for (int k = 0; k < 2; k++) {
+        ba_mf_settings s = {k ? 0.125 : 0.5, 1e-8, k ? 4000 : 1000, BA_MF_ADJ_LU, NULL, 0};
+        assert_int_equal(ba_mf_forward(BA_MF_NAIVE, &s, T, h + (T - 1) * T, J, T, lw, st, ws,
+                                       &inf, err), BA_OK);
+        assert_false(inf.converged);
+    }
+    ba_approx_stats f = {0, 0, 0, 0, 0}, b = {0, 0, 0, 0, 0};
+    memset(dh, 0, sizeof dh), memset(dJ, 0, sizeof dJ);
+    memset(dh0, 0, sizeof dh0), memset(dJ0, 0, sizeof dJ0);
+    assert_int_equal(ba_approx_gemm_forward_m(BA_ENGINE_MF, &a, 0, BB, T, h, J, T, lw, &f, err),
+                     BA_OK);
+    assert_int_equal(ba_approx_gemm_backward_m(BA_ENGINE_MF, &a, 0, BB, T, h, J, T, g, dh, dJ,
+                                               &b, err), BA_OK);
+    twin(BA_MF_NAIVE, &tight, 1, T, h, J, g, lw0, dh0, dJ0);
+    printf("rescue: %ld of %ld rows retried, %ld unconverged (backward %ld), %.1f sweeps a "
+           "row\n", f.retried, f.queries, f.unconverged, b.unconverged,
+           (double)f.sweeps / f.queries);
+    assert_true(f.retried >= BB * T / 2);
+    assert_int_equal(f.unconverged, 0);
+    assert_int_equal(b.unconverged, 0);
+    assert_true(max_abs_rows(T, lw, lw0) <= 1e-7);
+    double res = 0.0;
+    for (int q = 0; q < BB * T; q++) {
+        int n = q % T + 1;
+        for (int j = 0; j < n; j++) {
+            double f2 = h[q * T + j];
+            for (int k = 0; k < n; k++)
+                if (k != j)
+                    f2 += J[(j < k ? j : k) * T + (j < k ? k : j)] *
+                          (2.0 * exp(lw[q * T + k]) - 1.0);
+            res = fmax(res, fabs(tanh(f2) - (2.0 * exp(lw[q * T + j]) - 1.0)));
+        }
+    }
+    assert_true(res < 1e-7);
+    double mh = max_abs_rows(T, dh0, NULL), mJ = max_abs_upper(T, dJ0, NULL);
+    assert_true(mh > 0.1 && mJ > 0.1); /* not vacuous */
+    assert_true(max_abs_rows(T, dh, dh0) <= 1e-6 * mh);
+    assert_true(max_abs_upper(T, dJ, dJ0) <= 1e-6 * mJ);
+    free(ws);
 }
 
 static void test_threads(void **state)
@@ -413,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_plain_and_anderson_sweeps),
         cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_sequential_rescue),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_arguments),
     };

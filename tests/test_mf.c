@@ -120,7 +120,7 @@ static void test_zero_couplings(void **st)
     for (int j = 0; j < n; j++)
         for (int k = 0; k < LDJ; k++)
             J[j * LDJ + k] = k <= j ? NAN : 0.0;
-    ba_mf_settings s = {0.5, 1e-12, 100, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.5, 1e-12, 100, BA_MF_ADJ_LU, NULL, 0};
     for (int t = 0; t < 3; t++) {
         ba_mf_info info = forward(METHODS[t], &s, n, h, J, logw, NULL);
         assert_int_equal(info.converged, 1);
@@ -148,7 +148,7 @@ static void small_errors(int n, const double *h, const double *J, double err3[3]
         fail_msg("%s", err);
     for (int j = 0; j < n; j++)
         mex[j] = 2.0 * exp(lw[j]) - 1.0;
-    ba_mf_settings s = {1.0, 1e-14, 10000, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {1.0, 1e-14, 10000, BA_MF_ADJ_LU, NULL, 0};
     for (int t = 0; t < 3; t++) {
         assert_int_equal(forward(METHODS[t], &s, n, h, J, lw, m).converged, 1);
         err3[t] = 0.0;
@@ -215,7 +215,7 @@ static void test_bp_chain(void **st)
     ba_rng_seed(&r, 7);
     double h[NMAX], J[NMAX * LDJ], lw[NMAX], ex[NMAX], sg[NMAX], worst = 0.0;
     char err[BA_ERR_LEN];
-    ba_mf_settings s = {1.0, 1e-14, 1000, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {1.0, 1e-14, 1000, BA_MF_ADJ_LU, NULL, 0};
     for (int v = 0; v < 42; v++) {
         int n = v % 14 + 1;
         double a = v < 14 ? 1.5 : v < 28 ? 40.0 : 1e6;
@@ -270,7 +270,7 @@ static void test_finite_differences(void **st)
     const double eps = 1e-6;
     ba_rng r;
     ba_rng_seed(&r, 99);
-    ba_mf_settings s = {0.7, 1e-13, 100000, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.7, 1e-13, 100000, BA_MF_ADJ_LU, NULL, 0};
     double h[NMAX], J[NMAX * LDJ], c[NMAX], dh[NMAX], dJ[NMAX * LDJ], worst = 0.0;
     for (int ni = 0; ni < 2; ni++) {
         int n = ni ? 12 : 6;
@@ -342,7 +342,7 @@ static void test_twins(void **st)
                 ref_mft_forward(t, n, h, J, mr);
             else
                 ref_bp_forward(n, h, J, u, mr);
-            ba_mf_settings s = {0.6, 1e-14, 100000, BA_MF_ADJ_LU, NULL};
+            ba_mf_settings s = {0.6, 1e-14, 100000, BA_MF_ADJ_LU, NULL, 0};
             forward(METHODS[t], &s, n, h, J, lw, m);
             for (int j = 0; j < n; j++) {
                 wm = fmax(wm, fabs(m[j] - mr[j]));
@@ -390,7 +390,7 @@ static void test_divergent_adjoint(void **st)
         for (int k = 0; k < LDJ; k++)
             J[j * LDJ + k] = k <= j ? NAN : 1.0;
     }
-    ba_mf_settings s = {1.0, 1e-12, 100000, BA_MF_ADJ_ITER, NULL};
+    ba_mf_settings s = {1.0, 1e-12, 100000, BA_MF_ADJ_ITER, NULL, 0};
     ba_mf_info info;
     for (int t = 0; t < 3; t++) {
         assert_int_equal(ba_mf_forward(METHODS[t], &s, n, NULL, J, LDJ, lw, state, ws, &info,
@@ -435,7 +435,7 @@ static void test_accumulate(void **st)
         g[j] = ba_rng_normal(&r);
     }
     fill_j(&r, n, 0.3, 0, J);
-    ba_mf_settings s = {0.8, 1e-13, 10000, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.8, 1e-13, 10000, BA_MF_ADJ_LU, NULL, 0};
     for (int t = 0; t < 3; t++) {
         gradient(METHODS[t], &s, n, h, J, g, dh, dJ);
         assert_int_equal(ba_mf_forward(METHODS[t], &s, n, h, J, LDJ, lw, state, ws, NULL, err),
@@ -489,7 +489,7 @@ static void test_saturated(void **st)
     for (int scale = 0; scale < 3; scale++) {
         double a = scale == 0 ? 0.05 : scale == 1 ? 5.0 : 400.0;
         fill_j(&r, n, a, 0, J);
-        ba_mf_settings s = {0.5, 1e-12, 300, BA_MF_ADJ_LU, NULL};
+        ba_mf_settings s = {0.5, 1e-12, 300, BA_MF_ADJ_LU, NULL, 0};
         for (int t = 0; t < 3; t++) {
             forward(METHODS[t], &s, n, hv, J, lw, m);
             for (int j = 0; j < n; j++)
@@ -543,14 +543,15 @@ static void test_errors(void **st)
         ba_mf_settings s;
         const char *part;
     } bad[] = {
-        {{0.0, 1e-10, 10, BA_MF_ADJ_LU, NULL}, "damping 0"},
-        {{1.5, 1e-10, 10, BA_MF_ADJ_LU, NULL}, "damping 1.5"},
-        {{NAN, 1e-10, 10, BA_MF_ADJ_LU, NULL}, "damping nan"},
-        {{0.5, 0.0, 10, BA_MF_ADJ_LU, NULL}, "tolerance 0"},
-        {{0.5, -1.0, 10, BA_MF_ADJ_LU, NULL}, "tolerance -1"},
-        {{0.5, INFINITY, 10, BA_MF_ADJ_LU, NULL}, "tolerance inf"},
-        {{0.5, 1e-10, 0, BA_MF_ADJ_LU, NULL}, "max_iter 0"},
-        {{0.5, 1e-10, 10, (ba_mf_adjoint)7, NULL}, "solver 7"},
+        {{0.0, 1e-10, 10, BA_MF_ADJ_LU, NULL, 0}, "damping 0"},
+        {{1.5, 1e-10, 10, BA_MF_ADJ_LU, NULL, 0}, "damping 1.5"},
+        {{NAN, 1e-10, 10, BA_MF_ADJ_LU, NULL, 0}, "damping nan"},
+        {{0.5, 0.0, 10, BA_MF_ADJ_LU, NULL, 0}, "tolerance 0"},
+        {{0.5, -1.0, 10, BA_MF_ADJ_LU, NULL, 0}, "tolerance -1"},
+        {{0.5, INFINITY, 10, BA_MF_ADJ_LU, NULL, 0}, "tolerance inf"},
+        {{0.5, 1e-10, 0, BA_MF_ADJ_LU, NULL, 0}, "max_iter 0"},
+        {{0.5, 1e-10, 10, (ba_mf_adjoint)7, NULL, 0}, "solver 7"},
+        {{0.5, 1e-10, 10, BA_MF_ADJ_LU, NULL, 2}, "order 2"},
     };
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
         for (int t = 0; t < 3; t++) {
@@ -563,7 +564,7 @@ static void test_errors(void **st)
                                         ws, ipiv, NULL, err),
                          BA_ERR_ARG, err, bad[b].part);
         }
-    ba_mf_settings s = {0.5, 1e-10, 100, BA_MF_ADJ_LU, NULL};
+    ba_mf_settings s = {0.5, 1e-10, 100, BA_MF_ADJ_LU, NULL, 0};
     expect_error(ba_mf_check_settings(NULL, err), BA_ERR_ARG, err, "NULL");
     expect_error(ba_mf_forward((ba_mf_method)9, &s, n, h, J, LDJ, lw, state, ws, NULL, err),
                  BA_ERR_ARG, err, "method 9");
@@ -625,7 +626,7 @@ static void test_no_convergence(void **st)
     for (int j = 0; j < n; j++)
         for (int k = j + 1; k < n; k++)
             J[j * LDJ + k] -= 2.0; /* antiferromagnetic on a complete graph */
-    ba_mf_settings s = {1.0, 1e-10, 5, BA_MF_ADJ_ITER, NULL};
+    ba_mf_settings s = {1.0, 1e-10, 5, BA_MF_ADJ_ITER, NULL, 0};
     for (int t = 0; t < 3; t++) {
         ba_mf_info info = forward(METHODS[t], &s, n, h, J, lw, m);
         printf("no convergence %s: converged %d after %d sweeps\n", NAMES[t], info.converged,
