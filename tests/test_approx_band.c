@@ -450,6 +450,11 @@ static void test_bad_arguments(void **state)
     assert_int_equal(ba_mf_band_forward(BA_MF_NAIVE, &s, 5, -1, h, Ab, lw, st, ws, NULL, err),
                      BA_ERR_ARG);
     assert_non_null(strstr(err, "band"));
+    s.sequential = 1; /* the banded kernels have only Jacobi sweeps */
+    assert_int_equal(ba_mf_band_forward(BA_MF_NAIVE, &s, 5, 2, h, Ab, lw, st, ws, NULL, err),
+                     BA_ERR_ARG);
+    assert_non_null(strstr(err, "sequential"));
+    s.sequential = 0;
     assert_int_equal(ba_mf_band_forward(BA_MF_NAIVE, &s, 5, 2, h, NULL, lw, st, ws, NULL, err),
                      BA_ERR_ARG);
     Ab[1 * 5 + 2 + 1] = NAN; /* J[1][2] */
