@@ -261,6 +261,10 @@ void ba_param_sizes(const ba_config *c, size_t *sz);
  * -708.39) are 0. The fast engine's exponentials; libm's exp is its twin in
  * the tests. */
 void ba_exp_nonpos(double *x, size_t n);
+/* x[i] = log1p(x[i]) for x[i] in [0, 1], vectorised (a series after
+ * s = x / (2 + x)), within a few ulp of libm's log1p, its twin in the
+ * tests. bp's messages. */
+void ba_log1p_unit(double *x, size_t n);
 
 /* Dense products in the model's precision. Row-major throughout. */
 #ifdef BA_DOUBLE

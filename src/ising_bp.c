@@ -14,10 +14,13 @@
  * differentiates (each |delta H_j| is at most n - 1 times it). A zero
  * coupling's messages stay exactly 0 and are skipped.
  *
- * phi is evaluated without cancellation: atanh(p) of p = tanh a tanh x while
- * |p| < 1/2, else (1/2) log(cosh(a+x) / cosh(a-x)) =
+ * phi is evaluated as (1/2) log(cosh(a+x) / cosh(a-x)) =
  * sgn(a x) min(|a|, |x|) + (1/2)(log1p(e^{-2|a+x|}) - log1p(e^{-2|a-x|})),
- * which stays exact where p rounds to +-1 and for |a| >> |x|. Its partial
+ * which stays exact where tanh a tanh x rounds to +-1 and for |a| >> |x|;
+ * where both are small the two log1p nearly cancel, leaving an absolute
+ * error of a few 1e-17 (the message is then O(a x)), far below any
+ * tolerance. Its exponentials and logarithms run vectorised over a batch
+ * of pairs (below). Its partial
  * derivatives, with sa = sech^2 a, sx = sech^2 x, t = tanh a, T = tanh x and
  * 1 - t^2 T^2 = sa + t^2 sx (no cancellation):
  *   d phi / d x = t sx / (sa + t^2 sx) = t / (r + t^2),  r = sa / sx,
@@ -54,34 +57,59 @@ static inline double lsech2(double z)
     return log(4.0) - 2.0 * a - 2.0 * log1p(exp(-2.0 * a));
 }
 
-/* The message atanh(tanh a tanh x); ta = tanh a (a pair's two messages
- * share it). */
-static double bp_msg(double a, double ta, double x)
+/* A sweep's pairs go through in batches, so that the messages'
+ * exponentials and logarithms run vectorised (ba_exp_nonpos,
+ * ba_log1p_unit): bp_batch_add gathers a pair (its coupling, both cavity
+ * fields from the old messages, where its messages live), bp_batch_flush
+ * computes both new messages of every pair gathered and moves each
+ * message a share lam towards its new value. A pair's messages belong to
+ * it alone and H is the old one throughout a sweep, so gathering first
+ * changes nothing; the dense and the banded sweeps gather the same pairs
+ * in the same order and the arithmetic is elementwise, so their iterates
+ * stay bit for bit the same. */
+#define BP_BATCH 64
+typedef struct {
+    int L;
+    double a[2 * BP_BATCH], x[2 * BP_BATCH]; /* entry 2i: message k -> j, 2i + 1: j -> k */
+    double e[4 * BP_BATCH], out[2 * BP_BATCH];
+    double *u[2 * BP_BATCH];
+    double res; /* the largest undamped step so far */
+} bp_batch;
+
+static void bp_batch_flush(bp_batch *b, double lam)
 {
-    double p = ta * tanh(x);
-    if (fabs(p) < 0.5)
-        return atanh(p);
-    /* (1/2)(|a+x| - |a-x|) = sgn(a x) min(|a|, |x|) taken exactly: the
-     * difference would lose everything of x when |a| >> |x| */
-    double mn = fmin(fabs(a), fabs(x));
-    double lead = (a > 0) == (x > 0) ? mn : -mn;
-    return lead + 0.5 * (log1p(exp(-2.0 * fabs(a + x))) - log1p(exp(-2.0 * fabs(a - x))));
+    int L2 = 2 * b->L;
+    for (int i = 0; i < L2; i++) {
+        b->e[i] = -2.0 * fabs(b->a[i] + b->x[i]);
+        b->e[L2 + i] = -2.0 * fabs(b->a[i] - b->x[i]);
+    }
+    ba_exp_nonpos(b->e, (size_t)2 * L2);
+    ba_log1p_unit(b->e, (size_t)2 * L2);
+    for (int i = 0; i < L2; i++) {
+        /* (1/2)(|a+x| - |a-x|) = sgn(a x) min(|a|, |x|) taken exactly */
+        double a = b->a[i], x = b->x[i], fa = fabs(a), fx = fabs(x);
+        double mn = fa < fx ? fa : fx; /* fmin without its NaN rule: all finite */
+        double lead = (a > 0) == (x > 0) ? mn : -mn;
+        b->out[i] = lead + 0.5 * (b->e[i] - b->e[L2 + i]);
+    }
+    for (int i = 0; i < L2; i++) {
+        double d = b->out[i] - *b->u[i];
+        *b->u[i] += lam * d;
+        b->res = fabs(d) > b->res ? fabs(d) : b->res;
+    }
+    b->L = 0;
 }
 
-/* One damped update of the pair {k, j} (coupling a, cavity-free fields
- * Hk, Hj): both messages from the old ones, then both moved a share lam;
- * returns the larger undamped step. The dense and the banded sweeps call
- * it with their own message layouts, so their iterates stay bit for bit
- * the same. */
-static inline double bp_pair_update(double a, double Hk, double Hj, double *ukj, double *ujk,
-                                    double lam)
+/* The pair {k, j} with coupling a, fields Hk, Hj, messages *ukj, *ujk. */
+static inline void bp_batch_add(bp_batch *b, double a, double Hk, double Hj, double *ukj,
+                                double *ujk, double lam)
 {
-    double ta = tanh(a);
-    double dkj = bp_msg(a, ta, Hk - *ujk) - *ukj;
-    double djk = bp_msg(a, ta, Hj - *ukj) - *ujk;
-    *ukj += lam * dkj;
-    *ujk += lam * djk;
-    return fabs(dkj) > fabs(djk) ? fabs(dkj) : fabs(djk);
+    int i = 2 * b->L;
+    b->a[i] = b->a[i + 1] = a;
+    b->x[i] = Hk - *ujk, b->u[i] = ukj;
+    b->x[i + 1] = Hj - *ukj, b->u[i + 1] = ujk;
+    if (++b->L == BP_BATCH)
+        bp_batch_flush(b, lam);
 }
 
 /* The result of a sweep's fields H (n): m (n) = tanh H, logw (n) = log
@@ -126,20 +154,20 @@ void ba_bp_forward(const ba_mf_settings *s, int n, const double *h, const double
     bp_fields(n, h, u, H, NULL);
     ba_mf_info inf = {0, 0};
     double lam = s->damping;
+    bp_batch bb;
     for (int it = 1; it <= s->max_iter; it++) {
-        double res = 0.0;
+        bb.L = 0, bb.res = 0.0;
         for (int k = 0; k + 1 < n; k++)
             for (int j = k + 1; j < n; j++) {
                 double a = J[(size_t)k * ldj + j];
-                if (a == 0.0)
-                    continue;
-                double step = bp_pair_update(a, H[k], H[j], u + (size_t)k * n + j,
-                                             u + (size_t)j * n + k, lam);
-                res = step > res ? step : res;
+                if (a != 0.0)
+                    bp_batch_add(&bb, a, H[k], H[j], u + (size_t)k * n + j,
+                                 u + (size_t)j * n + k, lam);
             }
+        bp_batch_flush(&bb, lam);
         bp_fields(n, h, u, H, NULL);
         inf.iters = it;
-        if (res < s->tol) {
+        if (bb.res < s->tol) {
             inf.converged = 1;
             break;
         }
@@ -293,22 +321,22 @@ void ba_bp_band_forward(const ba_mf_settings *s, int n, int W, const double *h,
     bp_band_fields(n, W, h, ub, H);
     ba_mf_info inf = {0, 0};
     double lam = s->damping;
+    bp_batch bb;
     for (int it = 1; it <= s->max_iter; it++) {
-        double res = 0.0;
+        bb.L = 0, bb.res = 0.0;
         for (int k = 0; k + 1 < n; k++) {
             int hi = n - 1 - k > W ? k + W : n - 1;
             for (int j = k + 1; j <= hi; j++) {
                 double a = Ab[(size_t)k * w2 + W + j - k];
-                if (a == 0.0)
-                    continue;
-                double step = bp_pair_update(a, H[k], H[j], ub + (size_t)k * w2 + W + j - k,
-                                             ub + (size_t)j * w2 + W + k - j, lam);
-                res = step > res ? step : res;
+                if (a != 0.0)
+                    bp_batch_add(&bb, a, H[k], H[j], ub + (size_t)k * w2 + W + j - k,
+                                 ub + (size_t)j * w2 + W + k - j, lam);
             }
         }
+        bp_batch_flush(&bb, lam);
         bp_band_fields(n, W, h, ub, H);
         inf.iters = it;
-        if (res < s->tol) {
+        if (bb.res < s->tol) {
             inf.converged = 1;
             break;
         }
