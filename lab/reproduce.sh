@@ -195,11 +195,11 @@ long)
     # adds an arm trained with tap (issue 16: the engine that trained
     # closest to exact at T = 12 and 20 among those that scale to full
     # range) beside the exact banded arms. Not by default: measured on one
-    # core, a step takes 3.5 s at first, but once the learning rate peaks
-    # (step 30 - 40) thousands of rows a step stop converging in the GEMM
-    # path and fall back to the per-query retry (up to 5000 sweeps of
-    # O(T^2)), some never converge (their gradient is dropped), and steps
-    # take 10 - 20 s and more (mf the same): many hours a run.
+    # core (busy VM), steps take 5 - 10 s at first, but once the learning
+    # rate peaks (step 30 - 40) the learned long antiferromagnetic tail
+    # raises the rows' sweeps from 4 to about 20 and 1 - 2 % of them need
+    # the sequential fallback (all converge since commit 66673b2): 15 - 27 s
+    # a step, about 3 hours a run of 600 steps.
     T256_EXTRA_ARMS=${T256_EXTRA_ARMS-}
     T256_ARMS=$LONG_ARMS${T256_EXTRA_ARMS:+,$T256_EXTRA_ARMS}
     LONG_C=${LONG_C:-128}; LONG_LAYERS=${LONG_LAYERS:-2}; LONG_HEADS=${LONG_HEADS:-4}  # FFN on
@@ -294,8 +294,8 @@ approx)
     # both chains walk the same grids; ablate locks the cell it trains
     # Cheapest first, so an interrupted preset has whole comparisons. Steps
     # per second at T = 20 on one core (measured, busy machine): exact 14.6,
-    # mf 18, tap 15, hybrid 3.1, bp 1.2 (its messages cost a tanh and an
-    # atanh each): bp at T = 20 takes about 5 hours a run, so it goes last.
+    # mf 18, tap 15, hybrid 3.1, bp 7.1 (1.2 before its messages were
+    # vectorised): bp at T = 20 takes about 50 minutes a run, last.
     approx_chain() {
         approx_grid 12 fast
         for e in ${APPROX_ENGINES//,/ }; do approx_grid 12 "$e"; done
