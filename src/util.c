@@ -250,11 +250,14 @@ static inline double exp_nonpos1(double x)
     return x < -708.39 ? 0.0 : p * scale;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 /* one build, three instruction sets, chosen at load time */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define BA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define BA_CLONES
 #endif
-void ba_exp_nonpos(double *x, size_t n)
+
+BA_CLONES void ba_exp_nonpos(double *x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++)
@@ -289,10 +292,7 @@ static inline double log1p_unit1(double y)
     return 2.0 * s * p;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void ba_log1p_unit(double *x, size_t n)
+BA_CLONES void ba_log1p_unit(double *x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++)
