@@ -199,7 +199,9 @@ long)
     # rate peaks (step 30 - 40) the learned long antiferromagnetic tail
     # raises the rows' sweeps from 4 to about 20 and 1 - 2 % of them need
     # the sequential fallback (all converge since commit 66673b2): 15 - 27 s
-    # a step, about 3 hours a run of 600 steps.
+    # a step, about 3 hours a run of 600 steps. With THREADS=2 (the GEMM
+    # path splits the batch, same results) steps 95 - 110 took 8 s against
+    # 16 s on one thread: about 1.5 hours a run on both cores.
     T256_EXTRA_ARMS=${T256_EXTRA_ARMS-}
     T256_ARMS=$LONG_ARMS${T256_EXTRA_ARMS:+,$T256_EXTRA_ARMS}
     LONG_C=${LONG_C:-128}; LONG_LAYERS=${LONG_LAYERS:-2}; LONG_HEADS=${LONG_HEADS:-4}  # FFN on
