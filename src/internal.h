@@ -741,6 +741,15 @@ static inline double ba_m_of_logw(double lw)
     return lw > -0.6931471805599453 ? 1.0 + 2.0 * expm1(lw) : 2.0 * exp(lw) - 1.0;
 }
 
+/* The retry of the policy on non-convergence (below, "approximate engines,
+ * batched"): used gets a quarter of s's damping and four times its sweeps
+ * (at most BA_APPROX_MAX_ITER). */
+static inline void ba_mf_retry(const ba_mf_settings *s, ba_mf_settings *used)
+{
+    used->damping = s->damping / 4.0;
+    used->max_iter = s->max_iter > BA_APPROX_MAX_ITER / 4 ? BA_APPROX_MAX_ITER : 4 * s->max_iter;
+}
+
 static inline void ba_mf_damp(int n, double lambda, const double *m, double *x)
 {
     for (int j = 0; j < n; j++)

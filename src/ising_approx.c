@@ -212,9 +212,7 @@ static int row_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const 
     if (rc == BA_OK && !info.converged) {
         /* a quarter of the step and four times the sweeps: damping tames
          * the oscillating (period-2) failures of undamped mean field */
-        used->damping = s->damping / 4.0;
-        used->max_iter = s->max_iter > BA_APPROX_MAX_ITER / 4 ? BA_APPROX_MAX_ITER
-                                                              : 4 * s->max_iter;
+        ba_mf_retry(s, used);
         int first = info.iters;
         rc = solve_row(meth, used, n, h, J, ldj, b, logw, w, &info, err);
         info.iters += first;

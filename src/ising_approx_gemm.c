@@ -304,22 +304,11 @@ static int seq_forward(thr_ws *t, const job *jb, int n, const double *hr, const 
     ba_mf_settings used = jb->s;
     used.sequential = 1;
     used.damping = 1.0;
-    used.start = NULL;
-    if (lw0) {
-        int ok = 1;
-        for (int j = 0; j < n && ok; j++) {
-            ok = !isnan(lw0[j]);
-            double m = ba_m_of_logw(lw0[j] > 0.0 ? 0.0 : lw0[j]);
-            t->lw[j] = m < -1.0 ? -1.0 : m;
-        }
-        used.start = ok ? t->lw : NULL;
-    }
+    used.start = lw0 && warm_start(n, lw0, 0, t->lw) ? t->lw : NULL; /* m, not fields */
     int rc = ba_mf_forward(jb->meth, &used, n, hr ? hr : t->hz, jb->J, jb->ldj, t->lw + n,
                            t->state, t->ws, info, err);
     if (rc == BA_OK && !info->converged) {
-        used.damping = jb->s.damping / 4.0;
-        used.max_iter = jb->s.max_iter > BA_APPROX_MAX_ITER / 4 ? BA_APPROX_MAX_ITER
-                                                                : 4 * jb->s.max_iter;
+        ba_mf_retry(&jb->s, &used);
         used.start = NULL;
         int first = info->iters;
         rc = ba_mf_forward(jb->meth, &used, n, hr ? hr : t->hz, jb->J, jb->ldj, t->lw + n,
