@@ -2,7 +2,7 @@
  * every row of one attention block iterated together, the effective fields
  * of all rows one GEMM a sweep, with Anderson acceleration. Same layouts,
  * checks, errors and policy on non-convergence as ba_approx_forward/
- * backward (src/internal.h, "approximate engines, batched"); the fixed-point
+ * backward (src/approx.h, "approximate engines, batched"); the fixed-point
  * equations are the same, so the results agree with the per-query path to
  * the tolerance (not bit for bit). */
 #ifndef BA_APPROX_GEMM_H

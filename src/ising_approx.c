@@ -1,7 +1,7 @@
 /* The approximate engines over a batch of attention rows (mf, tap, bp and
  * the dispatch to hybrid): the entry points the attention layer calls,
  * with the layouts of the band engine's dense ones. Contract, layouts and
- * the policy on non-convergence: src/internal.h, "approximate engines,
+ * the policy on non-convergence: src/approx.h, "approximate engines,
  * batched". The per-query fixed points and their implicit gradients are
  * src/ising_mf.c and src/ising_bp.c; hybrid is src/ising_hybrid.c.
  *

@@ -1,7 +1,7 @@
 /* The fast full-range path of the mf and tap engines: all the rows of one
  * attention block iterated together, each sweep's fields one GEMM, with
  * Anderson acceleration. Contract: src/approx_gemm.h; layouts, checks and
- * the policy on non-convergence: src/internal.h, "approximate engines,
+ * the policy on non-convergence: src/approx.h, "approximate engines,
  * batched"; the per-row maths (fields, kernel K, gradients): the header
  * comment of src/ising_mf.c.
  *

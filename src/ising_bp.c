@@ -1,6 +1,6 @@
 /* Loopy belief propagation on one query (spec section 8, "Mean-field
  * family", bp): the kernels behind ba_mf_forward/backward for BA_MF_BP,
- * which check the arguments first. Layouts: src/internal.h, "approximate
+ * which check the arguments first. Layouts: src/approx.h, "approximate
  * engines".
  *
  * Messages u_{k->j} = phi(A_jk, x_kj), phi(a, x) = atanh(tanh a tanh x),

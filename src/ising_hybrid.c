@@ -1,5 +1,5 @@
 /* The hybrid engine (spec section 8, "Mean-field family": hybrid; contract,
- * layouts and the policy on non-convergence in src/internal.h,
+ * layouts and the policy on non-convergence in src/approx.h,
  * "approximate engines, batched"): exact chain inference inside a window of
  * W keys, mean field beyond it.
  *

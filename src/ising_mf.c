@@ -1,7 +1,7 @@
 /* Approximate engines, per query (spec section 8, "Mean-field family" and
  * "Implicit gradients"): naive mean field (mf) and TAP here, with the
  * checks and the dispatch shared with belief propagation (src/ising_bp.c).
- * Layouts and errors: src/internal.h, "approximate engines".
+ * Layouts and errors: src/approx.h, "approximate engines".
  *
  * Forward. x <- (1 - lambda) x + lambda F(x) from the J = 0 solution. The
  * stopping test is on the undamped step F(x) - x, the distance to the fixed

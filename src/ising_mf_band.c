@@ -2,7 +2,7 @@
  * family", cost "O(n W) for banded couplings"): the fixed points and
  * implicit gradients of src/ising_mf.c (mf, tap) and src/ising_bp.c (bp)
  * for couplings of range at most W, A_jk = 0 for |j - k| > W, at O(n W) a
- * sweep instead of O(n^2). Layouts and errors: src/internal.h,
+ * sweep instead of O(n^2). Layouts and errors: src/approx.h,
  * "approximate engines, banded per query". The dense kernels stay the
  * reference twins (tests/test_approx_band.c).
  *
