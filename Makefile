@@ -5,16 +5,17 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 WERROR     ?= 0
 DEB_PKGS   := build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libcmocka-dev curl ca-certificates gnuplot-nox python3-numpy
-# what only the tests need (the Python package's): large, so `make run` and
-# `make install` do not pull it in
-TEST_PKGS  := python3-torch
+# what only the tests need (the Python package's, and MPI for the tool's
+# data-parallel tests): large, so `make run` and `make install` do not pull
+# them in (the tool builds without MPI, as one process)
+TEST_PKGS  := python3-torch openmpi-bin libopenmpi-dev
 PKGS        = $(DEB_PKGS)
 DATA_URL   ?= https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build install test test-release test-asan run data bench bench-long bench-approx bench-python reproduce results-doc samplers-doc approx-doc clean help
+.PHONY: all deps build install test test-release test-asan run data bench bench-long bench-approx bench-python bench-mpi reproduce results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
 PREFIX     ?= /usr/local
 
@@ -24,7 +25,7 @@ help:
 	@echo "make run    install build deps (root), build, run a one-minute brackets demo"
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
-	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR)"
+	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR; MPI=N ranks)"
 	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long; no training)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
@@ -37,6 +38,7 @@ help:
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make install PREFIX=DIR   build, then install headers, libboltzattn.so/.a, boltzattn.pc, the CMake package (docs/c-api.md) and the Python package (docs/python.md)"
 	@echo "make bench-python  the Python op: its overhead over the C op, and against a PyTorch-only exact attention"
+	@echo "make bench-mpi     data-parallel training (1 rank x 2 threads vs 2 ranks x 1 thread, T = 16..24) and a grid on 1 and 2 ranks"
 	@echo "make clean  remove build directories"
 
 # Installs missing Debian packages when run as root; otherwise prints the
@@ -126,9 +128,14 @@ bench-approx: build
 bench-python: build
 	BOLTZATTN_LIBRARY=$(BUILD)/libboltzattn.so PYTHONPATH=python /usr/bin/python3 bench/python_op.py
 
+# Data-parallel training and a distributed grid (docs/performance.md,
+# "Data-parallel training"): needs MPI and the corpus; bench-mpi.json.
+bench-mpi: build
+	bash bench/mpi.sh $(BIN)
+
 # The paper's comparisons: PRESET=quick (minutes), full (hours), samplers or
 # long (long contexts), into out/PRESET (OUT=DIR to choose; results/PRESET
-# holds the committed runs).
+# holds the committed runs). MPI=N runs every grid on N MPI ranks.
 reproduce: build
 	bash lab/reproduce.sh $(PRESET) $(BIN)
 

@@ -36,6 +36,39 @@ void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *
  * limits): "LABEL (exact inference): skipped: why" on f and 1; else 0. */
 int print_exact_skipped(FILE *f, const char *label, const ba_config *cfg);
 
+/* ------------------------------------------------------------- MPI
+ * cli/mpi.c: the tool as one of the ranks of an MPI job (mpirun -np N).
+ * Without a launcher, or in a build without MPI, a single process: rank
+ * 0 of 1, and every call below does nothing. */
+typedef struct {
+    long calls;     /* reductions */
+    size_t bytes;   /* bytes each rank sent (and received) in them */
+    double seconds; /* time spent in them, waiting for the others included */
+} mpi_totals;
+/* At the start of main, for command cmd: starts MPI when a launcher
+ * started this process; quiets the other ranks (see cli/mpi.c). 0, or an
+ * exit code after printing (a command that runs on one rank only; a build
+ * without MPI under a launcher). */
+int mpi_start(int *argc, char ***argv, const char *cmd);
+int mpi_rank(void);
+int mpi_size(void);
+/* Every rank's status so far, exchanged: the worst exit code of them
+ * all. Every rank calls it at the same points (a rank that fails before a
+ * command's first one meets it in mpi_finish). */
+int mpi_agree(int code);
+/* From here on the ranks meet at every step (a data-parallel training),
+ * or (0) no longer: they left it together (a stop they agreed on). */
+void mpi_lockstep(int on);
+/* At the end of main: the exit code. A rank that fails in lockstep ends
+ * the job (MPI_Abort), since the others may wait for it in a reduction;
+ * a rank that never met the others exchanges its status first. */
+int mpi_finish(int code);
+/* A reducer over the job's ranks into r; 1 when there are several. */
+int mpi_reducer(ba_reducer *r);
+/* Where a rank's messages reach the terminal whatever its rank. */
+FILE *mpi_err(void);
+const mpi_totals *mpi_get_totals(void);
+
 /* ------------------------------------------------------ output files
  * Files the lab writes with fprintf go through memory and then the
  * library's atomic writer: out_open gives a stream, out_close puts its

@@ -52,8 +52,13 @@ int main(int argc, char **argv)
                 {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"report", cmd_report},
                 {"dqa", cmd_dqa}, {"approx", cmd_approx}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(cmd, cmds[i].name) == 0)
-            return cmds[i].fn(argc - 2, argv + 2);
+        if (strcmp(cmd, cmds[i].name) == 0) {
+            /* under mpirun: MPI, and whether the command runs on ranks */
+            int code = mpi_start(&argc, &argv, cmd);
+            if (code == 0)
+                code = cmds[i].fn(argc - 2, argv + 2);
+            return mpi_finish(code);
+        }
     fprintf(stderr, "%s: unknown command '%s' (try '%s --help')\n", prog, cmd, prog);
     return EXIT_USAGE;
 }

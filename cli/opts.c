@@ -359,12 +359,28 @@ int threads_in_use(void)
 
 const char *threads_note(void) { return threads_why; }
 
+/* Processes of this job on this machine (MPI ranks); see set_local_ranks. */
+static int local_ranks = 1;
+
+void set_local_ranks(int n) { local_ranks = n > 1 ? n : 1; }
+
 int apply_threads(const command *c)
 {
     int threads = 0, rc;
     threads_why[0] = 0;
     auto_cpus = 0;
-    if (is_set(c, "threads")) {
+    if (!is_set(c, "threads") && local_ranks > 1 && !getenv("OMP_NUM_THREADS")) {
+        /* the ranks of one machine share its cores; a fixed count, since
+         * the replicas must agree (and they start together, so each would
+         * see the cores idle) */
+        int cpus = 1;
+#ifdef _OPENMP
+        cpus = omp_get_num_procs() > 1 ? omp_get_num_procs() : 1;
+#endif
+        threads = cpus / local_ranks > 0 ? cpus / local_ranks : 1;
+        snprintf(threads_why, sizeof threads_why, "%d ranks on this machine share its %d core%s",
+                 local_ranks, cpus, cpus == 1 ? "" : "s");
+    } else if (is_set(c, "threads")) {
         /* more threads than CPUs only take turns on them (and wait for
          * each other at every barrier) */
         int cpus = 1;

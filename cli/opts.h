@@ -67,6 +67,11 @@ int get_int_list(const command *c, const char *name, int lo, int hi, int *out, i
  * other programs keep some busy). Call it before any parallel work. 0 or
  * an exit code. */
 int apply_threads(const command *c);
+/* How many processes of one job (MPI ranks) share this machine: without
+ * --threads, apply_threads then gives each its share of the cores this
+ * process may run on (mpirun binds a rank to its cores: omp_get_num_procs)
+ * instead of following the load. */
+void set_local_ranks(int n);
 void set_threads(int n);
 int threads_in_use(void);
 /* Why apply_threads chose fewer threads than cores ("1 other program was

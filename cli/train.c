@@ -5,6 +5,8 @@
  * the same driver (run_trainer). */
 #include "cli.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -21,6 +23,8 @@ static volatile sig_atomic_t stop_signal;
 /* Set once the last step is taken: a signal then stops the final
  * evaluation, not a step. */
 static volatile sig_atomic_t in_final_eval;
+/* The other ranks of an MPI job: rank 0 says it for all. */
+static volatile sig_atomic_t signal_quiet;
 
 /* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once,
  * by the signal's default action, even in the middle of the save (whose
@@ -34,6 +38,8 @@ static void on_stop_signal(int sig)
         return;
     }
     stop_signal = sig;
+    if (signal_quiet)
+        return;
     static const char msg[] = "\nboltzattn: signal received: stopping after this step to save a checkpoint "
                               "(a second signal exits at once, without saving)\n";
     static const char fin[] = "\nboltzattn: signal received: stopping the final evaluation (the "
@@ -191,6 +197,10 @@ static void print_header(ba_trainer *t, const char *dir)
         fprintf(stderr, "charlm: %s, vocabulary %d, %llu train / %llu validation bytes\n",
                 ba_trainer_data_path(t) ? ba_trainer_data_path(t) : "(unnamed)",
                 cfg->vocab_size, (unsigned long long)ntrain, (unsigned long long)neval);
+    if (mpi_size() > 1)
+        fprintf(stderr, "data parallel: %d MPI ranks x %d threads, %d sequences of the batch "
+                        "of %d on each\n", mpi_size(), threads_in_use(),
+                ba_trainer_settings(t)->batch / mpi_size(), ba_trainer_settings(t)->batch);
     long step = ba_trainer_step_count(t);
     if (step > 0)
         fprintf(stderr, "resuming at step %ld of %ld\n", step, ba_trainer_settings(t)->steps);
@@ -230,6 +240,7 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
     sigemptyset(&sa.sa_mask);
     stop_signal = 0;
     in_final_eval = 0;
+    signal_quiet = mpi_rank() != 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     ba_train_hooks hooks = {on_record, on_progress, on_stop, &d, on_eval_progress};
@@ -296,6 +307,10 @@ static opt train_opts[64] = {
     {"out", "DIR", "runs/TASK-ATTN-T<T>[-SAMPLER-S<S>]-s<SEED>", "output directory", 0, 0},
     {"quiet", NULL, NULL, "no progress line", 0, 0},
     {"force", NULL, NULL, "replace the run already in --out (its model, state and log)", 0, 0},
+    {"comm-stats", "FILE", NULL,
+     "under MPI (mpirun -np N): rank 0 writes the reductions' totals (count, bytes, seconds "
+     "spent in them, waits for the other ranks included) and the training time to FILE as JSON",
+     0, 0},
     {"resume", "DIR", NULL,
      "continue the run saved in DIR exactly (its own settings; only --data, --threads and "
      "--quiet may be given)", 0, 0},
@@ -357,24 +372,94 @@ static int check_fresh_dir(const command *c, const char *dir)
                        "replace it, or choose another --out", dir, what, dir);
 }
 
+/* Under MPI, rank 0's account of the reductions: a line on stderr and,
+ * with --comm-stats FILE, the same as JSON. 0, or 1 after printing. */
+static int report_comm(const command *c, const ba_train_outcome *res)
+{
+    const mpi_totals *m = mpi_get_totals();
+    if (mpi_size() < 2 || res->steps_run < 1)
+        return 0;
+    double per_step = (double)m->bytes / (double)res->steps_run;
+    fprintf(stderr, "data parallel: %ld reductions, %.3g MB a step per rank, %.3g s in them "
+                    "(%.1f %% of the %.3g s of training; waits for the other ranks included)\n",
+            m->calls, per_step / 1e6, m->seconds, 100.0 * m->seconds / fmax(res->train_s, 1e-9),
+            res->train_s);
+    if (!is_set(c, "comm-stats"))
+        return 0;
+    cJSON *o = cJSON_CreateObject();
+    char *txt = NULL;
+    if (o) {
+        cJSON_AddNumberToObject(o, "ranks", mpi_size());
+        cJSON_AddNumberToObject(o, "threads", threads_in_use());
+        cJSON_AddNumberToObject(o, "steps", (double)res->steps_run);
+        cJSON_AddNumberToObject(o, "train_s", res->train_s);
+        cJSON_AddNumberToObject(o, "reductions", (double)m->calls);
+        cJSON_AddNumberToObject(o, "bytes", (double)m->bytes);
+        cJSON_AddNumberToObject(o, "reduce_s", m->seconds);
+        txt = cJSON_Print(o);
+        cJSON_Delete(o);
+    }
+    char err[BA_ERR_LEN];
+    if (!txt)
+        return fail_lib(c, "out of memory writing --comm-stats", 1);
+    size_t len = strlen(txt);
+    txt[len] = '\n'; /* over the terminator: the length says where it ends */
+    int st = ba_write_file(get_str(c, "comm-stats"), txt, len + 1, err);
+    cJSON_free(txt);
+    return st ? fail_lib(c, err, 1) : 0;
+}
+
+/* --comm-stats names no file of the run directory (the run's own files,
+ * or a file a later run there would meet). 0, or 2 after printing. */
+static int check_comm_stats(const command *c, const char *dir)
+{
+    char parent[PATH_LEN];
+    const char *path = get_str(c, "comm-stats");
+    const char *slash = strrchr(path, '/');
+    if (mkpath(c, parent, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+               slash ? path : "."))
+        return EXIT_USAGE;
+    if (same_file(parent, dir))
+        return usage_error(c, "--comm-stats %s: is inside the run directory %s; write it "
+                              "elsewhere", path, dir);
+    return 0;
+}
+
 /* Locks dir, runs t into it (fresh: refused where a run is, see
  * check_fresh_dir), reports; the exit code. */
 static int train_into(const command *c, ba_trainer *t, const char *dir, int fresh)
 {
     char err[BA_ERR_LEN];
-    dir_lock lk;
-    int st = take_lock(dir, &lk, err);
+    dir_lock lk = {-1, ""};
+    /* under MPI rank 0 alone owns the directory; the others train with it */
+    int lead = mpi_rank() == 0, code = 0;
+    int st = lead ? take_lock(dir, &lk, err) : 0;
     if (st)
-        return fail_lib(c, err, st);
-    if (fresh && (st = check_fresh_dir(c, dir))) {
-        release_lock(&lk);
-        return st;
+        code = fail_lib(c, err, st);
+    else if (lead && fresh)
+        code = check_fresh_dir(c, dir);
+    if (!code && lead && is_set(c, "comm-stats"))
+        code = check_comm_stats(c, dir);
+    ba_reducer red;
+    if (!code && mpi_reducer(&red) && (st = ba_trainer_set_reducer(t, &red, err)))
+        code = st == BA_ERR_ARG ? usage_error(c, "%s", err) : fail_lib(c, err, 1);
+    /* every rank's start agreed: one that cannot start stops them all */
+    if ((code = mpi_agree(code))) {
+        if (lk.fd >= 0)
+            release_lock(&lk);
+        return code;
     }
-    int verbose = is_set(c, "quiet") ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
+    if (mpi_size() > 1)
+        mpi_lockstep(1);
+    int verbose = is_set(c, "quiet") || !lead ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
     ba_train_outcome res;
-    int code = run_trainer(c, t, dir, verbose, &res);
-    release_lock(&lk);
-    if (code == 0) {
+    code = run_trainer(c, t, dir, verbose, &res);
+    /* a stop is agreed at a step: every rank left the loop there */
+    if (res.stopped)
+        mpi_lockstep(0);
+    if (lk.fd >= 0)
+        release_lock(&lk);
+    if (code == 0 && lead && (code = report_comm(c, &res)) == 0) {
         ba_data_spec spec;
         ba_trainer_data_spec(t, &spec);
         report_training(ba_model_config(ba_trainer_model(t)), spec.task, dir, &res);
@@ -531,6 +616,9 @@ int cmd_train(int argc, char **argv)
         return rc;
     if (is_set(c, "out") && (rc = check_out_dir(c, get_str(c, "out"))))
         return rc;
+    if (is_set(c, "comm-stats") &&
+        (rc = check_out_file(c, "--comm-stats", get_str(c, "comm-stats"), NULL, 0)))
+        return rc;
     const char *data_path = is_set(c, "data") ? get_str(c, "data") : default_data_path();
     ba_dataset *data = NULL;
     int st = open_dataset(&mo.data, cfg.block_size, data_path, 0, &data, err);
@@ -551,7 +639,7 @@ int cmd_train(int argc, char **argv)
     int code;
     if ((st = ba_trainer_init(&t, &cfg, data, data_path, &s, err)))
         code = fail_lib(c, err, input_status(st));
-    else if (make_dirs(outdir, err))
+    else if (mpi_rank() == 0 && make_dirs(outdir, err))
         code = fail_lib(c, err, 1);
     else
         code = train_into(c, t, outdir, 1);

@@ -161,7 +161,8 @@ void ba_trainer_data_spec(const ba_trainer *t, ba_data_spec *spec);
  * moments unchanged) naming the first non-finite tensor. */
 int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, char *err);
 /* ba_evaluate of the trainer's model on its data, in batches of the
- * training batch size. */
+ * training batch size. A replica of a data-parallel run (see
+ * ba_trainer_set_reducer) shares it with the others: every rank calls it. */
 int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err);
 /* The quality record of a sampled model (see ba_record); BA_ERR_ARG for an
  * exact one. The training streams are not touched. */
@@ -221,6 +222,42 @@ typedef struct {
  * evaluation). out may be NULL. */
 int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
                    ba_train_outcome *out, char *err);
+
+/* ------------------------------------------------ data-parallel training
+ * size trainers, one per rank (a process of an MPI job, say), built alike
+ * (the same config, data and settings, or restored from the same state),
+ * each told its rank with ba_trainer_set_reducer, train one model: every
+ * step each draws the whole batch of the batch stream and takes its share,
+ * sequences [rank B/size, (rank+1) B/size); the reducer sums the shares'
+ * gradients (weighted by their targets), losses and engine counts in rank
+ * order, and every rank applies the same AdamW update to the same sum, so
+ * the replicas stay bit-identical (checked at every step through the
+ * reducer's check value: a hash of each rank's parameters). The
+ * evaluations of an exact model are split by batch over the ranks and
+ * added back in batch order (the same numbers as one process); a sampled
+ * model is evaluated whole on every rank. Stops (the stop hook) and
+ * failures are agreed at every step: a rank that fails a step fails every
+ * rank's step, naming it. Only rank 0 writes the run directory:
+ * ba_trainer_run ignores dir on the others. Nothing of the rank is saved,
+ * so a state resumes with any number of ranks. The library has no MPI in
+ * it; the command-line tool's reducer (cli/mpi.c) is one over MPI, and
+ * tests/test_parallel.c has one over threads. */
+typedef struct {
+    int rank, size; /* 0 <= rank < size */
+    /* Sums x (n doubles) over the ranks into every rank's x, adding the
+     * ranks' values in rank order (0, 1, ...), so the result does not
+     * depend on timing; and checks that every rank passed the same
+     * `check`. BA_OK, or non-zero with err saying what failed (the checks
+     * differ: name the rank; communication). Called by every rank, the
+     * same number of times with the same n. */
+    int (*sum)(void *user, double *x, size_t n, uint64_t check, char *err);
+    void *user;
+} ba_reducer;
+
+/* Makes t one replica of a data-parallel run (r is copied; r->user must
+ * outlive t). The training batch must divide by r->size (BA_ERR_ARG
+ * naming both). NULL or size 1: a single process again. */
+int ba_trainer_set_reducer(ba_trainer *t, const ba_reducer *r, char *err);
 
 /* A run directory's record, run.json: its settings and, when finished, its
  * result. */

@@ -608,9 +608,13 @@ static int train_missing(grid_state *s, const char *data_path)
         double el = now_s() - t0;
         fmt_duration(ran > 0 ? el / ran * ahead : NAN, eta, sizeof eta);
         fmt_duration(el, elb, sizeof elb);
-        fprintf(stderr, "[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", finished_count(s),
-                s->cells.n, name, s->g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy",
-                now->run->value, elb, eta);
+        /* every rank's cells reach the terminal, marked with the rank */
+        char who[24] = "";
+        if (mpi_size() > 1)
+            snprintf(who, sizeof who, "[rank %d] ", mpi_rank());
+        fprintf(mpi_err(), "%s[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", who,
+                finished_count(s), s->cells.n, name,
+                s->g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy", now->run->value, elb, eta);
     }
     ba_dataset_free(data);
     return code;
@@ -676,6 +680,15 @@ int cmd_ablate(int argc, char **argv)
     int rc = parse_args(c, argc, argv, NULL, 0, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    /* under MPI only training is shared: the rest is one process's work,
+     * and several writing the same files would race */
+    if (mpi_size() > 1) {
+        static const char *const single[] = {"extrapolate", "eval-engines", "summary-only"};
+        for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
+            if (is_set(c, single[i]))
+                return usage_error(c, "--%s runs on one process: run it without mpirun",
+                                   single[i]);
+    }
     if (is_set(c, "extrapolate"))
         return extrapolate_mode(c);
     if (is_set(c, "extrapolate-items"))
@@ -710,20 +723,31 @@ int cmd_ablate(int argc, char **argv)
     const char *data_path = is_set(c, "data") ? get_str(c, "data") : default_data_path();
     /* grid.json is written only once the runs there are known to fit the
      * grid: a refused command leaves the grid's definition as it was */
-    int code = refresh(&s);
-    if (!code)
-        code = upgrade_legacy(&s);
-    if (!code)
-        code = check_foreign(&s);
-    if (!code)
-        code = lab_grid_write(c, s.dir, &s.g);
-    for (int i = 0; i < nshare && !code && !is_set(c, "summary-only"); i++)
-        code = share_from(&s, share[i]);
+    /* Under MPI rank 0 sets the grid up, then every rank takes cells (the
+     * lock of each cell's directory shares them out as they come free),
+     * and once all are done rank 0 writes the results: the same cells,
+     * seeds and files as one process. */
+    int lead = mpi_rank() == 0, code = 0;
+    if (lead) {
+        code = refresh(&s);
+        if (!code)
+            code = upgrade_legacy(&s);
+        if (!code)
+            code = check_foreign(&s);
+        if (!code)
+            code = lab_grid_write(c, s.dir, &s.g);
+        for (int i = 0; i < nshare && !code && !is_set(c, "summary-only"); i++)
+            code = share_from(&s, share[i]);
+    }
+    if (mpi_size() > 1 && !(code = mpi_agree(code)) && !lead)
+        code = refresh(&s);
     if (!code && !is_set(c, "summary-only"))
         code = train_missing(&s, data_path);
-    if (!code && !(code = refresh(&s)))
+    if (mpi_size() > 1)
+        code = mpi_agree(code);
+    if (!code && lead && !(code = refresh(&s)))
         code = lab_write_outputs(c, s.dir, &s.cells);
-    if (code == 0)
+    if (code == 0 && lead)
         printf("results: %s/results.csv, %s/results.json, %s/summary.md\n", s.dir, s.dir, s.dir);
     lab_cells_free(&s.cells);
     lab_runs_free(&s.runs);

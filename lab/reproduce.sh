@@ -8,8 +8,14 @@
 #               of a preset are in results/PRESET)
 #   SUMMARY_ONLY=1  train nothing: rewrite summaries, plots and the report
 #               from the runs finished so far
+#   MPI=N       every grid on N MPI ranks (mpirun -np N; MPIRUN_FLAGS adds
+#               flags, e.g. --hostfile F): cells go to ranks as they come
+#               free, the results are one process's
 # Grids are resumable: rerunning the same preset continues where it stopped.
 set -euo pipefail
+if [ -n "${MPI:-}" ] && ! [[ $MPI =~ ^[1-9][0-9]*$ ]]; then
+    echo "MPI must be a positive rank count, not '$MPI'" >&2; exit 2
+fi
 preset=${1:?usage: reproduce.sh quick|full|samplers|long|approx [BIN]}
 BIN=${2:-build/boltzattn}
 OUT=${OUT:-out/$preset}
@@ -64,7 +70,12 @@ ablate() {
             return 0
         fi
     fi
-    "$BIN" ablate "$@" "${ENGINE[@]}"
+    if [ -n "${MPI:-}" ] && [ -z "${SUMMARY_ONLY:-}" ]; then
+        # shellcheck disable=SC2086  # MPIRUN_FLAGS: words on purpose
+        mpirun -np "$MPI" ${MPIRUN_FLAGS:-} "$BIN" ablate "$@" "${ENGINE[@]}"
+    else
+        "$BIN" ablate "$@" "${ENGINE[@]}"
+    fi
 }
 
 # Settings shared by every variant of a comparison (the same seeds, data

@@ -261,7 +261,8 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
         case BA_ATTN_BOLTZMANN:
             copy_couplings(s, hh, J, Jd);
             if (sampled)
-                rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), B, T, hd,
+                rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng),
+                                        s->item0 * T, B, T, hd,
                                         Jd, T, ld, err);
             else
                 rc = exact_forward(s, hh, B, hd, Jd, ld, err);
@@ -276,7 +277,7 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
             {
                 const double *h0 = coupling_fields(s, hd);
                 if (sampled)
-                    rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 1, T,
+                    rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 0, 1, T,
                                             h0, Jd, T, ld, err);
                 else
                     rc = exact_forward(s, hh, 1, h0, Jd, ld, err);

@@ -10,12 +10,43 @@
 
 /* ---------------------------------------------------------- evaluation */
 
-int ba_evaluate_ex(ba_model *m, const ba_dataset *d, int max_items, int B,
-                   int (*tick)(int done, int total, void *user), void *user, ba_eval_result *res,
-                   char *err)
+int ba_eval_batch(ba_model *m, const ba_dataset *d, int start, int bs, int n, int *in, int *tg,
+                  ba_eval_part *p, char *err)
 {
-    if (!m || !d || !res)
-        return ba_fail(err, BA_ERR_ARG, "ba_evaluate: m, d and res must not be NULL");
+    // in, tg (bs,T) scratch
+    const ba_config *c = ba_model_config(m);
+    int T = ba_dataset_block_size(d), total = ba_dataset_num_eval(d);
+    for (int k = 0; k < bs; k++) {
+        /* an evenly spaced, deterministic subset when n < total */
+        int idx = (int)((long long)(start + k) * total / n);
+        ba_dataset_eval_item(d, idx, in + (size_t)k * T, tg + (size_t)k * T);
+    }
+    double loss;
+    int rc = ba_model_forward(m, in, tg, bs, T, &loss, err);
+    if (rc)
+        return rc;
+    p->loss_sum = loss * ba_model_num_targets(m);
+    p->targets = ba_model_num_targets(m);
+    p->correct = 0;
+    const ba_real *lg = ba_model_logits(m);
+    int O = c->out_size;
+    for (size_t r = 0; r < (size_t)bs * T; r++) {
+        if (tg[r] < 0)
+            continue;
+        const ba_real *x = lg + r * O;
+        int best = 0;
+        for (int o = 1; o < O; o++)
+            if (x[o] > x[best])
+                best = o;
+        p->correct += best == tg[r];
+    }
+    return BA_OK;
+}
+
+int ba_eval_check(const ba_model *m, const ba_dataset *d, int B, char *err)
+{
+    if (!m || !d)
+        return ba_fail(err, BA_ERR_ARG, "ba_evaluate: m and d must not be NULL");
     const ba_config *c = ba_model_config(m);
     int T = ba_dataset_block_size(d);
     ba_head want = ba_dataset_task(d) == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
@@ -31,6 +62,19 @@ int ba_evaluate_ex(ba_model *m, const ba_dataset *d, int max_items, int B,
                        ba_dataset_vocab_size(d), c->vocab_size);
     if (B < 1)
         return ba_fail(err, BA_ERR_ARG, "evaluation batch size %d must be at least 1", B);
+    return BA_OK;
+}
+
+int ba_evaluate_ex(ba_model *m, const ba_dataset *d, int max_items, int B,
+                   int (*tick)(int done, int total, void *user), void *user, ba_eval_result *res,
+                   char *err)
+{
+    int rc = ba_eval_check(m, d, B, err);
+    if (rc)
+        return rc;
+    if (!res)
+        return ba_fail(err, BA_ERR_ARG, "ba_evaluate: res must not be NULL");
+    int T = ba_dataset_block_size(d);
     int total = ba_dataset_num_eval(d);
     int n = (max_items <= 0 || max_items >= total) ? total : max_items;
     int *in = malloc(sizeof(int) * (size_t)B * T), *tg = malloc(sizeof(int) * (size_t)B * T);
@@ -40,36 +84,19 @@ int ba_evaluate_ex(ba_model *m, const ba_dataset *d, int max_items, int B,
     }
     double loss_sum = 0.0;
     long targets = 0, correct = 0;
-    int rc = BA_OK;
     /* A fixed stream for the shots of a sampled model, restored after. */
     ba_rng saved = *ba_model_sampler_rng(m);
     ba_rng_seed(ba_model_sampler_rng(m), BA_EVAL_SAMPLER_SEED);
     int done = 0;
     for (int start = 0; start < n && rc == BA_OK; start += B) {
         int bs = n - start < B ? n - start : B;
-        for (int k = 0; k < bs; k++) {
-            /* an evenly spaced, deterministic subset when n < total */
-            int idx = (int)((long long)(start + k) * total / n);
-            ba_dataset_eval_item(d, idx, in + (size_t)k * T, tg + (size_t)k * T);
-        }
-        double loss;
-        rc = ba_model_forward(m, in, tg, bs, T, &loss, err);
+        ba_eval_part p;
+        rc = ba_eval_batch(m, d, start, bs, n, in, tg, &p, err);
         if (rc)
             break;
-        loss_sum += loss * ba_model_num_targets(m);
-        targets += ba_model_num_targets(m);
-        const ba_real *lg = ba_model_logits(m);
-        int O = c->out_size;
-        for (size_t r = 0; r < (size_t)bs * T; r++) {
-            if (tg[r] < 0)
-                continue;
-            const ba_real *x = lg + r * O;
-            int best = 0;
-            for (int o = 1; o < O; o++)
-                if (x[o] > x[best])
-                    best = o;
-            correct += best == tg[r];
-        }
+        loss_sum += p.loss_sum;
+        targets += p.targets;
+        correct += p.correct;
         done = start + bs;
         if (tick && tick(done, n, user))
             break;
@@ -78,14 +105,20 @@ int ba_evaluate_ex(ba_model *m, const ba_dataset *d, int max_items, int B,
     *ba_model_sampler_rng(m) = saved;
     if (rc)
         return rc;
-    res->n_items = done;
+    ba_eval_result_set(res, done, loss_sum, targets, correct);
+    return BA_OK;
+}
+
+void ba_eval_result_set(ba_eval_result *res, int items, double loss_sum, long targets,
+                        long correct)
+{
+    res->n_items = items;
     res->n_targets = targets;
     /* No targets (no items, or none marked): no loss and no accuracy, not
      * a perfect or a failed score. */
     res->loss = targets ? loss_sum / targets : NAN;
     res->ppl = exp(res->loss);
     res->accuracy = targets ? (double)correct / targets : NAN;
-    return BA_OK;
 }
 
 int ba_evaluate(ba_model *m, const ba_dataset *d, int max_items, int B, ba_eval_result *res,

@@ -213,12 +213,60 @@ static inline double ba_field_bias_value(ba_field_bias b, int n)
  * loaded file holding anything else there is BA_ERR_FORMAT (what names the
  * file for the message). */
 int ba_model_check_band(const ba_model *m, const char *what, char *err);
+/* The first sequence of the model's next forwards in a whole batch they
+ * are a share of (data-parallel training; 0 otherwise): a sampled model
+ * draws a share's shots as one process would (ba_attn_shape.item0). */
+void ba_model_set_item0(ba_model *m, long item0);
 /* The forward's check of a batch's shape and tokens against the model of c
  * (ba_model_forward and ba_batch_check share it). */
 int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *err);
 /* The quality record of a sampled model at step (src/evaluate.c; see
  * ba_trainer_quality). */
 int ba_quality_record(ba_model *m, const ba_dataset *d, long step, ba_record *r, char *err);
+
+/* One evaluation batch (src/evaluate.c): items start .. start+bs-1 of the
+ * n evaluated (evenly spaced over the set when n < its size), through the
+ * scratch in, tg (bs,T); the batch's loss times its targets, its targets
+ * and its correct predictions. ba_evaluate_ex adds them up batch by
+ * batch; a data-parallel evaluation (src/parallel.c) adds the ranks'
+ * batches up in the same order, so both give the same numbers. */
+typedef struct {
+    double loss_sum;
+    long targets, correct;
+} ba_eval_part;
+int ba_eval_check(const ba_model *m, const ba_dataset *d, int B, char *err);
+int ba_eval_batch(ba_model *m, const ba_dataset *d, int start, int bs, int n, int *in, int *tg,
+                  ba_eval_part *p, char *err);
+void ba_eval_result_set(ba_eval_result *res, int items, double loss_sum, long targets,
+                        long correct);
+
+/* ------------------------------------------- data parallel (src/parallel.c)
+ * The pieces of a replica's step and evaluations that meet the other
+ * ranks (ba_reducer, boltzattn_train.h). Each is called by every rank in
+ * the same order; buf is the trainer's scratch of ba_par_buf_len(P, size)
+ * doubles. */
+size_t ba_par_buf_len(size_t nparams, int size);
+/* After the local forward and backward of the rank's share (rc, why: their
+ * status and message): every rank's gradients weighted by its targets,
+ * summed and divided by all targets into the model's gradients, *loss the
+ * loss over all targets, *st (the local counts in) every rank's engine
+ * counts in rank order. A rank that failed fails every rank: the lowest
+ * such rank's status, with its message on that rank and "rank r failed"
+ * on the others. */
+int ba_par_grads(const ba_reducer *r, ba_model *m, double *buf, int rc, const char *why,
+                 double *loss, ba_approx_stats *st, char *err);
+/* *any = whether some rank passed flag != 0. */
+int ba_par_any(const ba_reducer *r, double *buf, int flag, int *any, char *err);
+/* Every rank's counts in rank order into *st. */
+int ba_par_stats(const ba_reducer *r, double *buf, ba_approx_stats *st, char *err);
+/* ba_evaluate_ex over the ranks: batch k of B items on rank k mod size,
+ * added up in batch order; a stop asked by the tick of any rank ends it
+ * after the round (*stopped). Exact models only: a sampled one's shots
+ * follow the batch order of one process (ba_evaluate_ex on every rank). */
+int ba_par_evaluate(const ba_reducer *r, double *buf, ba_model *m, const ba_dataset *d,
+                    int max_items, int B, int (*tick)(int done, int total, void *user),
+                    void *user, ba_eval_result *res, int *stopped, char *err);
+
 int ba_state_describe(const ba_st *st, ba_config *cfg, ba_data_spec *spec,
                       ba_train_settings *s, char **data_path, char *err);
 int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rng,
@@ -436,12 +484,13 @@ void ba_sample_ctx_free(ba_sample_ctx *c);
  * q*S), and its shape; NULL when there is none. For tests. */
 const uint64_t *ba_sample_ctx_shots(const ba_sample_ctx *c, int *B, int *T, int *S);
 /* Draws s->shots states for every query with ba_sample, query q from its
- * own ba_rng seeded from (seed, q) (so the result does not depend on the
- * thread count), keeps them in c and writes logw (B,T,T) = log w with
+ * own ba_rng seeded from (seed, q0 + q) (so the result does not depend on
+ * the thread count, nor on how a batch is shared among ranks: q0 is the
+ * share's first query in the whole batch, 0 for a whole one), keeps them in c and writes logw (B,T,T) = log w with
  * w = (count + 1/2)/(S + 1) for j <= i and -INFINITY above. Errors of
  * ba_sample (the lowest failing query's) pass through; c then holds no
  * forward. */
-int ba_sampled_forward(ba_sample_ctx *c, const ba_sampler *s, uint64_t seed, int B, int T,
+int ba_sampled_forward(ba_sample_ctx *c, const ba_sampler *s, uint64_t seed, long q0, int B, int T,
                        const double *h, const double *J, int ldj, double *logw, char *err);
 /* Backward of the last forward on c (same B, T and shots; BA_ERR_ARG
  * otherwise). g (B,T,T) is dL/dm as the layer computes it for w = (1+m)/2,
@@ -504,6 +553,10 @@ typedef struct {
     const ba_sampler *sampler;
     ba_sample_ctx **sctx;
     ba_rng *srng;
+    /* the batch's first sequence in the whole batch it is a share of (data-
+     * parallel training): query q of this forward draws its shots as query
+     * item0 T + q would, so the shares sample what one process would */
+    long item0;
     /* The couplings' form (Ising attention): absolute J (H,Tmax,Tmax), or
      * relative r (H,D) with J_jk = r[k-j-1] for k - j <= D; band W > 0 sets
      * J_jk = 0 for k - j > W (0: no band); the band engine runs with W, or

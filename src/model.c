@@ -64,6 +64,7 @@ struct ba_model {
     ba_engine_ctx **ectx;  /* (L*H) engine state of each attention head */
     ba_sample_ctx **sctx;  /* (L*H) shots of each head's last sampled forward */
     ba_rng srng;           /* the sampler RNG (ba_model_sampler_rng) */
+    long item0;            /* ba_model_set_item0 */
     long n_targets;
     int has_targets;
     ba_approx_stats astats; /* the approximate engines' counts since the last take */
@@ -213,6 +214,7 @@ ba_real *ba_model_adam_v(ba_model *m) { return m->mem + 3 * m->nparams; }
 long ba_model_step_count(const ba_model *m) { return m->step; }
 void ba_model_set_step_count(ba_model *m, long t) { m->step = t; }
 ba_rng *ba_model_sampler_rng(ba_model *m) { return &m->srng; }
+void ba_model_set_item0(ba_model *m, long item0) { m->item0 = item0; }
 long ba_model_num_targets(const ba_model *m) { return m->n_targets; }
 
 int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err)
@@ -539,6 +541,7 @@ static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng)
     as.B = B, as.T = T, as.C = c->n_embd, as.H = c->n_head, as.Tmax = c->block_size;
     as.sampler = &c->sampler;
     as.srng = srng;
+    as.item0 = m->item0;
     as.couplings = c->couplings;
     as.band = c->band;
     as.D = ba_config_distances(c);

@@ -70,7 +70,7 @@ static int check_args(const ba_sampler *s, int B, int T, int ldj, char *err)
     return BA_OK;
 }
 
-int ba_sampled_forward(ba_sample_ctx *c, const ba_sampler *s, uint64_t seed, int B, int T,
+int ba_sampled_forward(ba_sample_ctx *c, const ba_sampler *s, uint64_t seed, long q0, int B, int T,
                        const double *h, const double *J, int ldj, double *logw, char *err)
 {
     if (!c || !J || !logw)
@@ -102,7 +102,7 @@ int ba_sampled_forward(ba_sample_ctx *c, const ba_sampler *s, uint64_t seed, int
         size_t row = (size_t)q * T;
         uint64_t *x = c->shots + (size_t)q * S; // (S)
         ba_rng r;
-        ba_rng_seed(&r, query_seed(seed, q));
+        ba_rng_seed(&r, query_seed(seed, q0 + q));
         char e[BA_ERR_LEN];
         int qrc = ba_sample(s, n, h ? h + row : NULL, J, ldj, &r, x, e);
         if (qrc) {

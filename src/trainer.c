@@ -35,7 +35,11 @@ struct ba_trainer {
     int restored;        /* continues a saved run: its log is trimmed and appended */
     int *in, *tg;        /* (B,T) the batch buffers */
     ba_approx_stats approx; /* approximate engines' counts since the last train record */
+    ba_reducer red;      /* a replica of a data-parallel run when red.size > 1 */
+    double *rbuf;        /* (ba_par_buf_len) the reducer's buffer */
 };
+
+static int parallel(const ba_trainer *t) { return t->red.size > 1; }
 
 static double now_s(void)
 {
@@ -46,21 +50,65 @@ static double now_s(void)
 
 /* The loop's evaluations go in batches of the training batch: a run that
  * could take its steps has the memory for them. */
+/* A replica evaluates an exact model's batches in turn with the others
+ * (*stopped: whether a tick of any rank asked to stop); a sampled model's
+ * shots follow one process's batch order, so it is evaluated whole on
+ * every rank (*stopped -1: only the ticks know, the caller agrees). */
+static int trainer_eval(ba_trainer *t, int max_items, int (*tick)(int, int, void *), void *user,
+                        ba_eval_result *r, int *stopped, char *err)
+{
+    *stopped = -1;
+    if (parallel(t) && ba_model_config(t->m)->sampler.kind == BA_SAMPLER_EXACT)
+        return ba_par_evaluate(&t->red, t->rbuf, t->m, t->data, max_items, t->s.batch, tick,
+                               user, r, stopped, err);
+    return ba_evaluate_ex(t->m, t->data, max_items, t->s.batch, tick, user, r, err);
+}
+
 int ba_trainer_evaluate(ba_trainer *t, int max_items, ba_eval_result *r, char *err)
 {
-    return ba_evaluate_ex(t->m, t->data, max_items, t->s.batch, NULL, NULL, r, err);
+    int stopped;
+    return trainer_eval(t, max_items, NULL, NULL, r, &stopped, err);
+}
+
+int ba_trainer_set_reducer(ba_trainer *t, const ba_reducer *r, char *err)
+{
+    if (!t)
+        return ba_fail(err, BA_ERR_ARG, "ba_trainer_set_reducer: the trainer is NULL");
+    if (!r || r->size == 1) {
+        free(t->rbuf);
+        t->rbuf = NULL;
+        memset(&t->red, 0, sizeof t->red);
+        return BA_OK;
+    }
+    if (r->size < 1 || r->rank < 0 || r->rank >= r->size)
+        return ba_fail(err, BA_ERR_ARG, "reducer: rank %d of size %d (need 0 <= rank < size)",
+                       r->rank, r->size);
+    if (!r->sum)
+        return ba_fail(err, BA_ERR_ARG, "reducer: the sum function is NULL");
+    if (t->s.batch % r->size != 0)
+        return ba_fail(err, BA_ERR_ARG, "the batch of %d sequences does not divide among %d "
+                       "ranks (choose a batch that is a multiple of the rank count)",
+                       t->s.batch, r->size);
+    double *buf = malloc(sizeof(double) * ba_par_buf_len(ba_model_num_params(t->m), r->size));
+    if (!buf)
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reduction buffer");
+    free(t->rbuf);
+    t->rbuf = buf;
+    t->red = *r;
+    return BA_OK;
 }
 
 static int final_tick(int done, int total, void *user);
 
 /* A sampled model, evaluated again with exact inference (c: the final
  * evaluation's run, for its tick). */
+static int final_eval(void *c, ba_eval_result *r, char *err);
 static int evaluate_exact(ba_trainer *t, ba_eval_result *r, void *c, char *err)
 {
     ba_sampler exact = ba_sampler_default(BA_SAMPLER_EXACT), own = ba_model_config(t->m)->sampler;
     int rc = ba_model_set_sampler(t->m, &exact, err);
     if (rc == BA_OK) {
-        rc = ba_evaluate_ex(t->m, t->data, 0, t->s.batch, final_tick, c, r, err);
+        rc = final_eval(c, r, err);
         char why[BA_ERR_LEN];
         int rc2 = ba_model_set_sampler(t->m, &own, why);
         if (rc == BA_OK && rc2)
@@ -261,6 +309,7 @@ void ba_trainer_free(ba_trainer *t)
     free(t->train_json);
     free(t->in);
     free(t->tg);
+    free(t->rbuf);
     free(t);
 }
 
@@ -278,14 +327,26 @@ int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, 
     double rate = ba_lr_schedule(step, s->steps, s->warmup, s->lr, s->lr * s->min_lr_frac);
     int T = ba_model_config(t->m)->block_size;
     double l = NAN, gn = NAN;
+    /* every replica draws the whole batch (the stream stays one) and
+     * takes its share */
     ba_dataset_train_batch(t->data, &t->data_rng, s->batch, t->in, t->tg);
-    int rc = ba_model_forward(t->m, t->in, t->tg, s->batch, T, &l, err);
+    int R = parallel(t) ? t->red.size : 1, Bs = s->batch / R;
+    size_t off = (size_t)(parallel(t) ? t->red.rank : 0) * Bs * T;
+    ba_model_set_item0(t->m, (long)(off / T));
+    char why[BA_ERR_LEN] = "";
+    int rc = ba_model_forward(t->m, t->in + off, t->tg + off, Bs, T, &l, why);
+    ba_model_set_item0(t->m, 0);
     if (rc == BA_OK) {
         ba_model_zero_grad(t->m);
-        if ((rc = ba_model_backward(t->m, err)) == BA_OK)
-            rc = ba_model_step(t->m, &s->opt, rate, &gn, err);
+        rc = ba_model_backward(t->m, why);
     }
     ba_approx_stats st = ba_model_approx_stats_take(t->m);
+    if (parallel(t))
+        rc = ba_par_grads(&t->red, t->m, t->rbuf, rc, why, &l, &st, err);
+    else if (rc)
+        ba_fail(err, rc, "%s", why);
+    if (rc == BA_OK)
+        rc = ba_model_step(t->m, &s->opt, rate, &gn, err);
     ba_approx_stats_add(&t->approx, &st);
     if (loss)
         *loss = l;
@@ -566,6 +627,8 @@ static int periodic_eval(run_ctx *c, long done, char *err)
     if (rc)
         return ba_fail(err, rc, "evaluation at step %ld: %s", done, why);
     r.approx = ba_model_approx_stats_take(c->t->m);
+    if (parallel(c->t) && (rc = ba_par_stats(&c->t->red, c->t->rbuf, &r.approx, why)))
+        return ba_fail(err, rc, "evaluation at step %ld: %s", done, why);
     r.has_approx = ba_engine_is_approx(ba_config_engine(ba_model_config(c->t->m)));
     if ((rc = emit(c, &r, err)))
         return rc;
@@ -616,6 +679,9 @@ static int one_step(run_ctx *c, int *stop, char *err)
         (rc = save_point(c, err)))
         return rc;
     *stop = c->h && c->h->stop && c->h->stop(c->h->user);
+    /* replicas stop together, at the same save point */
+    if (parallel(t) && (rc = ba_par_any(&t->red, t->rbuf, *stop, stop, why)))
+        return ba_fail(err, rc, "step %ld: %s", done, why);
     return BA_OK;
 }
 
@@ -627,6 +693,20 @@ static int final_tick(int done, int total, void *user)
         c->h->eval_progress(done, total, c->h->user);
     c->stopped = c->h && c->h->stop && c->h->stop(c->h->user);
     return c->stopped;
+}
+
+/* The whole set, with the final tick; replicas agree on a stop. */
+static int final_eval(void *user, ba_eval_result *r, char *err)
+{
+    run_ctx *c = user;
+    int stopped;
+    int rc = trainer_eval(c->t, 0, final_tick, c, r, &stopped, err);
+    if (rc == BA_OK && parallel(c->t)) {
+        if (stopped < 0)
+            rc = ba_par_any(&c->t->red, c->t->rbuf, c->stopped, &stopped, err);
+        c->stopped = stopped;
+    }
+    return rc;
 }
 
 /* The end: the last save point first, so the trained weights are on the
@@ -646,7 +726,7 @@ static int finish(run_ctx *c, double train_s, char *err)
     r.kind = BA_REC_FINAL;
     r.step = ba_model_step_count(t->m);
     char why[BA_ERR_LEN];
-    rc = ba_evaluate_ex(t->m, t->data, 0, t->s.batch, final_tick, c, &r.eval, why);
+    rc = final_eval(c, &r.eval, why);
     if (rc)
         return ba_fail(err, rc, "final evaluation: %s", why);
     int sampled = cfg->sampler.kind != BA_SAMPLER_EXACT;
@@ -689,6 +769,9 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
     memset(out, 0, sizeof *out);
     if (!t)
         return ba_fail(err, BA_ERR_ARG, "ba_trainer_run: the trainer is NULL");
+    /* only rank 0 of a data-parallel run writes */
+    if (parallel(t) && t->red.rank != 0)
+        dir = NULL;
     run_ctx c = {t, dir, hooks, NULL, "", 0, ba_model_step_count(t->m), out, 0};
     out->saved_step = dir && t->restored ? c.start : -1;
     out->step = c.start;

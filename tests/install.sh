@@ -133,7 +133,8 @@ cat "$tmp/out.op-pc" "$tmp/out.train-pc"
 
 # ------------------------------------- docs/c-api.md quotes the examples
 python3 "$src/tests/doc_excerpts.py" "$src/docs/c-api.md" c,cmake \
-    "$src"/examples/*/*_example.c "$src"/examples/*/CMakeLists.txt || fail "docs/c-api.md"
+    "$src"/examples/*/*_example.c "$src"/examples/*/CMakeLists.txt \
+    "$src"/cli/train.c "$src"/cli/mpi.c || fail "docs/c-api.md"
 # --------------------------------------------- the installed Python package
 # Installed under PREFIX/lib/pythonX.Y/site-packages (the user site for
 # ~/.local, a venv's own directory) with a link to the installed library

@@ -90,7 +90,7 @@ static void test_forward_estimator(void **state)
     ba_sampler sp = direct(S);
     double *logw = malloc(sizeof(double) * B * T * T);
     assert_null(ba_sample_ctx_shots(c, NULL, NULL, NULL));
-    assert_int_equal(ba_sampled_forward(c, &sp, 77, B, T, sys.h, sys.J, T, logw, err), BA_OK);
+    assert_int_equal(ba_sampled_forward(c, &sp, 77, 0, B, T, sys.h, sys.J, T, logw, err), BA_OK);
     int b2, t2, s2;
     const uint64_t *shots = ba_sample_ctx_shots(c, &b2, &t2, &s2);
     assert_non_null(shots);
@@ -112,11 +112,11 @@ static void test_forward_estimator(void **state)
     }
     /* bad arguments: exact sampler, a backward of another shape */
     ba_sampler ex = ba_sampler_default(BA_SAMPLER_EXACT);
-    assert_int_equal(ba_sampled_forward(c, &ex, 1, B, T, sys.h, sys.J, T, logw, err), BA_ERR_ARG);
+    assert_int_equal(ba_sampled_forward(c, &ex, 1, 0, B, T, sys.h, sys.J, T, logw, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "other than exact"));
     /* the failed call dropped the stored forward */
     assert_null(ba_sample_ctx_shots(c, NULL, NULL, NULL));
-    assert_int_equal(ba_sampled_forward(c, &sp, 77, B, T, sys.h, sys.J, T, logw, err), BA_OK);
+    assert_int_equal(ba_sampled_forward(c, &sp, 77, 0, B, T, sys.h, sys.J, T, logw, err), BA_OK);
     double *dh = calloc((size_t)B * T * T, sizeof(double));
     assert_int_equal(ba_sampled_backward(c, &sp, 1, T, sys.g, dh, NULL, T, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "does not follow a forward"));
@@ -189,7 +189,7 @@ static void test_backward_twin(void **state)
     double *logw = malloc(sizeof(double) * btt);
     double *dh = calloc(btt, sizeof(double)), *dJ = calloc(tt, sizeof(double));
     double *th = calloc(btt, sizeof(double)), *tJ = calloc(tt, sizeof(double));
-    assert_int_equal(ba_sampled_forward(c, &sp, 5, B, T, sys.h, sys.J, T, logw, err), BA_OK);
+    assert_int_equal(ba_sampled_forward(c, &sp, 5, 0, B, T, sys.h, sys.J, T, logw, err), BA_OK);
     assert_int_equal(ba_sampled_backward(c, &sp, B, T, sys.g, dh, dJ, T, err), BA_OK);
     twin_backward(ba_sample_ctx_shots(c, NULL, NULL, NULL), B, T, S, 0.7, sys.g, th, tJ);
     double sh, sj;
@@ -210,7 +210,7 @@ static void test_backward_twin(void **state)
     /* one shot: no covariance, nothing added */
     ba_sampler one = direct(1);
     memset(dh, 0, sizeof(double) * btt), memset(dJ, 0, sizeof(double) * tt);
-    assert_int_equal(ba_sampled_forward(c, &one, 5, B, T, sys.h, sys.J, T, logw, err), BA_OK);
+    assert_int_equal(ba_sampled_forward(c, &one, 5, 0, B, T, sys.h, sys.J, T, logw, err), BA_OK);
     assert_int_equal(ba_sampled_backward(c, &one, B, T, sys.g, dh, dJ, T, err), BA_OK);
     for (size_t i = 0; i < btt; i++)
         assert_true(dh[i] == 0.0);
@@ -237,7 +237,7 @@ static void test_gradient_unbiased(void **state)
     ba_sampler sp = direct(S);
     for (int r = 0; r < R; r++) {
         memset(v, 0, sizeof(double) * nv);
-        assert_int_equal(ba_sampled_forward(c, &sp, 1000 + r, B, T, sys.h, sys.J, T, logw, err),
+        assert_int_equal(ba_sampled_forward(c, &sp, 1000 + r, 0, B, T, sys.h, sys.J, T, logw, err),
                          BA_OK);
         assert_int_equal(ba_sampled_backward(c, &sp, B, T, sys.g, v, v + btt, T, err), BA_OK);
         for (size_t i = 0; i < nv; i++)
@@ -451,7 +451,7 @@ static void test_determinism(void **state)
         ba_sample_ctx *c = ba_sample_ctx_new();
         lw[t] = malloc(sizeof(double) * btt);
         dh[t] = calloc(btt, sizeof(double)), dJ[t] = calloc(tt, sizeof(double));
-        assert_int_equal(ba_sampled_forward(c, &sp, 42, B, T, sys.h, sys.J, T, lw[t], err), BA_OK);
+        assert_int_equal(ba_sampled_forward(c, &sp, 42, 0, B, T, sys.h, sys.J, T, lw[t], err), BA_OK);
         assert_int_equal(ba_sampled_backward(c, &sp, B, T, sys.g, dh[t], dJ[t], T, err), BA_OK);
         ba_sample_ctx_free(c);
     }
