@@ -31,3 +31,15 @@ expect() {
         ok
     fi
 }
+
+# wait_records DIR N PID: until DIR/metrics.jsonl holds N training records
+# or process PID has ended (at most about 15 s).
+wait_records() {
+    local n
+    for _ in $(seq 1 1500); do
+        n=$(grep -c '"event":"train"' "$1/metrics.jsonl" 2>/dev/null)
+        [ "${n:-0}" -ge "$2" ] && return 0
+        kill -0 "$3" 2>/dev/null || return 0
+        sleep 0.01
+    done
+}

@@ -80,12 +80,7 @@ LONG=(--task brackets --attn boltzmann --T 8 --embd 16 --heads 2 --steps 600 --b
 run_np 2 train "${LONG[@]}" --out "$TMP/ka" >/dev/null 2>&1 || bad "uninterrupted np 2 run failed"
 bg_np 2 "$BIN" train "${LONG[@]}" --out "$TMP/kb" >"$TMP/kb.log" 2>&1
 job=$!
-for _ in $(seq 1 1500); do
-    n=$(grep -c '"event":"train"' "$TMP/kb/metrics.jsonl" 2>/dev/null)
-    [ "${n:-0}" -ge 13 ] && break
-    kill -0 $job 2>/dev/null || break
-    sleep 0.01
-done
+wait_records "$TMP/kb" 13 $job
 victim=""
 for p in $(pgrep -f -- "--out $TMP/kb"); do
     tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
@@ -115,11 +110,7 @@ fi
 # ---- SIGTERM to the job: every rank stops at the same save point
 bg_np 2 "$BIN" train "${LONG[@]}" --steps 100000 --out "$TMP/st" >"$TMP/st.log" 2>&1
 job=$!
-for _ in $(seq 1 1500); do
-    n=$(grep -c '"event":"train"' "$TMP/st/metrics.jsonl" 2>/dev/null)
-    [ "${n:-0}" -ge 5 ] && break
-    sleep 0.01
-done
+wait_records "$TMP/st" 5 $job
 kill -TERM $job
 wait $job
 grep -q '"status":[[:space:]]*"stopped"' "$TMP/st/run.json" && ok || bad "SIGTERM: run not stopped: $(cat "$TMP/st/run.json" "$TMP/st.log")"

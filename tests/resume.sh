@@ -23,7 +23,7 @@ kill_resume() {
     shift 2
     local A="$TMP/$name-a" B="$TMP/$name-b"
     "$BIN" train "$@" --out "$A" >/dev/null 2>&1 || bad "$name: uninterrupted run failed"
-    local first=1 k pid n
+    local first=1 k pid
     for k in ${kills//,/ }; do
         if [ $first = 1 ]; then
             "$BIN" train "$@" --out "$B" >/dev/null 2>&1 &
@@ -32,13 +32,7 @@ kill_resume() {
             "$BIN" train --resume "$B" --quiet >/dev/null 2>&1 &
         fi
         pid=$!
-        for _ in $(seq 1 600); do
-            n=$(grep -c '"event":"train"' "$B/metrics.jsonl" 2>/dev/null)
-            n=${n:-0}
-            [ "$n" -ge "$k" ] && break
-            kill -0 $pid 2>/dev/null || break
-            sleep 0.01
-        done
+        wait_records "$B" "$k" $pid
         kill -9 $pid 2>/dev/null
         wait $pid 2>/dev/null
         "$BIN" eval --ckpt "$B/model.safetensors" >/dev/null 2>&1 && ok ||
@@ -81,12 +75,7 @@ out=$("$BIN" train --resume "$TMP/c" 2>&1)
 # ---- a first signal: save, message, exit 1; the state resumes exactly
 "$BIN" train "${ARGS[@]}" --out "$TMP/s" >/dev/null 2>"$TMP/s.err" &
 pid=$!
-for _ in $(seq 1 600); do
-    n=$(grep -c '"event":"train"' "$TMP/s/metrics.jsonl" 2>/dev/null)
-    [ "${n:-0}" -ge 5 ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-done
+wait_records "$TMP/s" 5 $pid
 kill -TERM $pid
 wait $pid
 rc=$?
