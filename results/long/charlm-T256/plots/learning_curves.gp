@@ -22,5 +22,6 @@ plot 'curves_charlm_T256_C128_ffn1.dat' index 0 using 1:3:4 with yerrorlines lin
      'curves_charlm_T256_C128_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-W8" noenhanced, \
      'curves_charlm_T256_C128_ffn1.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W4" noenhanced, \
      'curves_charlm_T256_C128_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-rel-W8" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 5 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "sigmoid-logn" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced
+     'curves_charlm_T256_C128_ffn1.dat' index 5 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "boltzmann-rel-tap" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 7 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#e377c2" title "softmax-nopos" noenhanced
