@@ -64,11 +64,12 @@ static int call_sum(const ba_reducer *r, double *buf, size_t n, uint64_t check, 
 }
 
 /* The lowest rank whose status slot is non-zero: its status (with its
- * message on itself), else BA_OK. */
-static int first_failure(const ba_reducer *r, const double *slots, const char *why, char *err)
+ * message on itself), else BA_OK. Rank k's slot is slots[k * stride]. */
+static int first_failure(const ba_reducer *r, const double *slots, size_t stride,
+                         const char *why, char *err)
 {
     for (int k = 0; k < r->size; k++) {
-        int rc = (int)slots[k];
+        int rc = (int)slots[(size_t)k * stride];
         if (rc == BA_OK)
             continue;
         if (k == r->rank)
@@ -102,7 +103,7 @@ int ba_par_grads(const ba_reducer *r, ba_model *m, double *buf, int rc, const ch
     if (crc)
         return crc;
     *st = stats_from_slots(stats, r->size);
-    if ((crc = first_failure(r, status, why, err)))
+    if ((crc = first_failure(r, status, 1, why, err)))
         return crc;
     double all = buf[P + 1];
     /* no targets anywhere: no gradient, as one process would find */
@@ -168,15 +169,10 @@ int ba_par_evaluate(const ba_reducer *r, double *buf, ba_model *m, const ba_data
         mine[3] = local, mine[4] = want_stop;
         if ((rc = call_sum(r, slots, len, 0, err)))
             break;
+        rc = first_failure(r, slots + 3, EVAL_SLOTS, why, err);
         int any_stop = 0;
-        for (int k = 0; k < r->size && rc == BA_OK; k++) {
-            const double *s = slots + (size_t)EVAL_SLOTS * k;
-            if ((int)s[3] != BA_OK)
-                rc = k == r->rank ? ba_fail(err, (int)s[3], "%s", why)
-                                  : ba_fail(err, (int)s[3], "rank %d failed (its message is on "
-                                                            "its standard error)", k);
-            any_stop |= s[4] > 0;
-        }
+        for (int k = 0; k < r->size; k++)
+            any_stop |= slots[(size_t)EVAL_SLOTS * k + 4] > 0;
         if (rc || any_stop) {
             *stopped = any_stop;
             break;
