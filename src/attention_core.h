@@ -12,6 +12,7 @@
 #endif
 
 #include "internal.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,6 +53,26 @@ static inline double sigmoid(double x)
     return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
 }
 
+/* One query's row: att = softmax(l) over its n visible keys (their
+ * maximum mx), pre = l, both 0 for the T - n keys it does not see. The
+ * exponentials exp(l - mx) <= 1 are vectorised (src/vmath.h). */
+BA_CLONES static void normalise_row(const double *l, AT_REAL *att, AT_REAL *pre, int n, int T,
+                                    double mx)
+{
+    double z = 0.0;
+#pragma omp simd reduction(+ : z)
+    for (int j = 0; j < n; j++)
+        z += ba_exp_nonpos1(l[j] - mx);
+    double iz = 1.0 / z;
+#pragma omp simd
+    for (int j = 0; j < n; j++) {
+        att[j] = (AT_REAL)(ba_exp_nonpos1(l[j] - mx) * iz);
+        pre[j] = (AT_REAL)l[j];
+    }
+    for (int j = n; j < T; j++)
+        att[j] = pre[j] = 0;
+}
+
 typedef struct {
     int B, T, C, H, d;
     double scale;
@@ -80,6 +101,7 @@ static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const 
             for (int j = 0; j <= i; j++) {
                 const AT_REAL *k = io->k + AT_AT(io, b, hh, j);
                 double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
                 for (int c = 0; c < d; c++)
                     acc += (double)q[c] * k[c];
                 hd[((size_t)b * T + i) * T + j] = acc * g->scale - bias;
@@ -294,15 +316,10 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
             for (int i = 0; i < T; i++) {
                 const double *l = ld + ((size_t)b * T + i) * T;
                 size_t o = (((size_t)b * H + hh) * T + i) * T;
-                double mx = -INFINITY, z = 0.0;
+                double mx = -INFINITY;
                 for (int j = 0; j <= i; j++)
                     mx = l[j] > mx ? l[j] : mx;
-                for (int j = 0; j <= i; j++)
-                    z += exp(l[j] - mx);
-                for (int j = 0; j < T; j++) {
-                    att[o + j] = j <= i ? (AT_REAL)(exp(l[j] - mx) / z) : 0;
-                    pre[o + j] = j <= i ? (AT_REAL)l[j] : 0;
-                }
+                normalise_row(l, att + o, pre + o, i + 1, T, mx);
             }
     }
     free(hd), free(ld), free(Jd);
@@ -373,6 +390,7 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 for (int j = 0; j <= i; j++) {
                     size_t vo = AT_AT(io, b, hh, j);
                     double da = 0.0;
+#pragma omp simd reduction(+ : da)
                     for (int c = 0; c < d; c++) {
                         da += (double)dy[c] * io->v[vo + c];
                         io->dv[vo + c] += a[j] * dy[c];

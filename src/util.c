@@ -2,6 +2,7 @@
  * else of the library: status strings, error formatting, the RNG, enum
  * names and the vectorised exponential. */
 #include "internal.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -216,52 +217,13 @@ int ba_approx_validate(const ba_approx *a, char *err)
 
 /* ------------------------------------------------------ exponential */
 
-/* exp(x) for x <= 0 in a form the compiler can vectorise: x = k ln2 + r
- * with |r| <= ln2/2 (k rounded by the 1.5*2^52 trick), exp(r) by its
- * Taylor polynomial to degree 13 (truncation below 1e-17 relative), and
- * 2^k put straight into the exponent bits. */
-static inline double exp_nonpos1(double x)
-{
-    const double shift = 0x1.8p52;
-    double t = x < -708.39 ? -708.39 : x;
-    double kd = t * 0x1.71547652b82fep0 + shift; /* log2(e) */
-    uint64_t kbits;
-    memcpy(&kbits, &kd, sizeof kbits);
-    kd -= shift;
-    double r = t - kd * 0x1.62e42fefa3800p-1 - kd * 0x1.ef35793c76730p-45; /* ln 2 hi, lo */
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    /* kbits holds k in its low bits: (k + 1023) << 52 is 2^k */
-    uint64_t sbits = (kbits + 1023) << 52;
-    double scale;
-    memcpy(&scale, &sbits, sizeof scale);
-    return x < -708.39 ? 0.0 : p * scale;
-}
-
-/* one build, three instruction sets, chosen at load time */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define BA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define BA_CLONES
-#endif
+/* ba_exp_nonpos1 (src/vmath.h): exp(x) for x <= 0, vectorisable */
 
 BA_CLONES void ba_exp_nonpos(double *x, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++)
-        x[i] = exp_nonpos1(x[i]);
+        x[i] = ba_exp_nonpos1(x[i]);
 }
 
 /* log1p(y) for y in [0, 1], vectorisable: 2 atanh(s) with s = y / (2 + y)
