@@ -20,7 +20,6 @@ usage: BOLTZATTN_LIBRARY=build/libboltzattn.so PYTHONPATH=python \\
 """
 import argparse
 import ctypes
-import itertools
 import os
 import statistics
 import sys
@@ -32,6 +31,7 @@ import torch  # noqa: E402
 
 from boltzattn import _lib, _op  # noqa: E402
 from boltzattn.torch import boltzmann_attention  # noqa: E402
+from torch_ref import torch_split_halves  # noqa: E402
 
 
 def c_op_step(desc, bufs):
@@ -48,43 +48,6 @@ def c_op_step(desc, bufs):
 
 class Bufs(list):
     pass
-
-
-_STATES = {}
-
-
-def states(n, dtype):
-    """(2^n, n) spin states, made once per n and dtype (a prototype would
-    keep them too)."""
-    key = (n, dtype)
-    if key not in _STATES:
-        _STATES[key] = torch.tensor(list(itertools.product([-1.0, 1.0], repeat=n)), dtype=dtype)
-    return _STATES[key]
-
-
-def torch_split_halves(q, k, v, J):
-    """Exact Boltzmann attention in PyTorch alone: for query i the n = i + 1
-    keys split into halves A (n // 2 spins) and B; the 2^|A| x 2^|B| table of
-    energies is E_A + E_B + s_A' J_AB s_B; the marginals are its softmax
-    summed against the states (autograd gives the backward)."""
-    Bsz, H, T, d = q.shape
-    Jt = torch.triu(J, 1)
-    outs = []
-    for i in range(T):
-        n = i + 1
-        a = n // 2
-        h = torch.einsum("bhd,bhjd->bhj", q[:, :, i], k[:, :, :n]) / d ** 0.5  # (B,H,n)
-        SA, SB = states(a, q.dtype), states(n - a, q.dtype)
-        EA = h[..., :a] @ SA.T + torch.einsum("sj,hjk,sk->hs", SA, Jt[:, :a, :a], SA)
-        EB = h[..., a:] @ SB.T + torch.einsum("sj,hjk,sk->hs", SB, Jt[:, a:n, a:n], SB)
-        X = torch.einsum("sj,hjk,tk->hst", SA, Jt[:, :a, a:n], SB)  # (H, 2^a, 2^b)
-        L = EA[..., :, None] + EB[..., None, :] + X  # (B,H,2^a,2^b)
-        P = torch.softmax(L.reshape(Bsz, H, -1), -1).reshape(L.shape)
-        pA, pB = P.sum(-1), P.sum(-2)
-        w = torch.cat([pA @ (SA > 0).to(q.dtype), pB @ (SB > 0).to(q.dtype)], -1)  # (B,H,n)
-        att = w / w.sum(-1, keepdim=True)
-        outs.append(torch.einsum("bhj,bhjd->bhd", att, v[:, :, :n]))
-    return torch.stack(outs, 2)
 
 
 def timed(fn, reps, *contestants):

@@ -20,6 +20,7 @@
  *
  * Exit status: 0 ok, 1 library error, 2 bad arguments. */
 #include "boltzattn.h"
+#include "internal.h" /* the model's linear layers, for the dense limit */
 #include "opts.h"
 
 #include <limits.h>
@@ -174,9 +175,48 @@ static void print_header(const bench_args *a, int per_config)
            per_config ? "of each configuration (reset before it; floored at the RSS it started "
                         "with)"
                       : "running maximum of the process (reset not available)");
-    printf("%3s  %-9s  %6s  %9s  %10s  %9s  %8s  %8s\n", "T", "variant", "steps", "steps/s",
-           "ms/step", "x softmax", "loss", "peak MiB");
+    printf("%3s  %-9s  %6s  %9s  %10s  %9s  %8s  %8s  %8s\n", "T", "variant", "steps",
+           "steps/s", "ms/step", "x softmax", "x dense", "loss", "peak MiB");
     fflush(stdout);
+}
+
+/* The step's dense products alone: forward and backward (input, weight and
+ * bias gradients) of the model's linear layers at their shapes (qkv C->3C,
+ * attention projection C->C, FFN C->4C->C, pointer head C->T; N = B*T
+ * rows), through the library's own linear layer, repeated for at least
+ * 0.5 s. Returns ms per step of them (*gflop: their GFLOP per step), the
+ * floor a step's time is compared with (x dense); -1 when out of memory. */
+static double dense_limit(int T, const bench_args *a, double *gflop)
+{
+    int C = a->C, N = a->B * T;
+    const int shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, T}};
+    size_t big = (size_t)N * 4 * C, wsz = (size_t)4 * C * C;
+    ba_real *buf = calloc(4 * big + 2 * wsz + 8 * (size_t)C, sizeof(ba_real));
+    if (!buf)
+        return -1;
+    ba_real *x = buf, *y = x + big, *dx = y + big, *dy = dx + big, *w = dy + big, *dw = w + wsz;
+    ba_real *b = dw + wsz, *db = b + 4 * C;
+    for (size_t i = 0; i < big; i++)
+        x[i] = dy[i] = (ba_real)((i % 7) * 0.01);
+    for (size_t i = 0; i < wsz; i++)
+        w[i] = (ba_real)((i % 5) * 0.01);
+    double fl = 0.0;
+    for (int k = 0; k < 5; k++)
+        fl += 3.0 * 2.0 * N * shapes[k][0] * shapes[k][1]; /* forward + two backward products */
+    *gflop = fl * 1e-9;
+    long reps = 0;
+    double t0 = now_s(), t = 0.0;
+    while (reps < 3 || t < 0.5) {
+        for (int k = 0; k < 5; k++) {
+            int ic = shapes[k][0], oc = shapes[k][1];
+            ba_linear_forward(y, x, w, b, N, ic, oc);
+            ba_linear_backward(dx, dw, db, dy, x, w, N, ic, oc);
+        }
+        reps++;
+        t = now_s() - t0;
+    }
+    free(buf);
+    return 1e3 * t / reps;
 }
 
 /* The four variants at block size T: a table row and a CSV row (csv may be
@@ -192,6 +232,14 @@ static int bench_T(int T, const bench_args *a, int per_config, FILE *csv)
         fprintf(stderr, "%s: T = %d: %s (%s)\n", prog, T, err, ba_status_str(rc));
         return 1;
     }
+    double gflop, dense_ms = dense_limit(T, a, &gflop);
+    if (dense_ms < 0) {
+        fprintf(stderr, "%s: T = %d: out of memory for the dense limit\n", prog, T);
+        ba_dataset_free(data);
+        return 1;
+    }
+    printf("%3d  dense products alone: %.3f ms/step (%.3f GFLOP, %.1f GFLOP/s)\n", T, dense_ms,
+           gflop, gflop / dense_ms * 1e3);
     double soft_ms = NAN;
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
         ba_attn attn = variants[vi];
@@ -207,13 +255,14 @@ static int bench_T(int T, const bench_args *a, int per_config, FILE *csv)
         double ms = 1e3 * r.seconds / r.steps;
         if (attn == BA_ATTN_SOFTMAX)
             soft_ms = ms;
-        printf("%3d  %-9s  %6ld  %9.2f  %10.3f  %9.2f  %8.4f  %8.1f\n", T, ba_attn_name(attn),
-               r.steps, 1e3 / ms, ms, ms / soft_ms, r.loss, r.peak_mib);
+        printf("%3d  %-9s  %6ld  %9.2f  %10.3f  %9.2f  %8.2f  %8.4f  %8.1f\n", T,
+               ba_attn_name(attn), r.steps, 1e3 / ms, ms, ms / soft_ms, ms / dense_ms, r.loss,
+               r.peak_mib);
         fflush(stdout);
         if (csv) {
-            fprintf(csv, "%d,%s,%d,%d,%d,%ld,%.6g,%.6g,%.6g,%.6g,%.6g,%.1f\n", T,
+            fprintf(csv, "%d,%s,%d,%d,%d,%ld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.1f\n", T,
                     ba_attn_name(attn), a->B, a->C, threads_in_use(), r.steps, r.seconds,
-                    1e3 / ms, ms, ms / soft_ms, r.loss, r.peak_mib);
+                    1e3 / ms, ms, ms / soft_ms, dense_ms, ms / dense_ms, r.loss, r.peak_mib);
             fflush(csv);
         }
     }
@@ -230,7 +279,8 @@ int main(int argc, char **argv)
     FILE *csv = NULL;
     if (a.csv_path) {
         csv = open_csv(a.csv_path, "T,variant,B,C,threads,steps,seconds,steps_per_s,"
-                                   "ms_per_step,time_vs_softmax,loss,peak_rss_mib\n");
+                                   "ms_per_step,time_vs_softmax,dense_ms,time_vs_dense,loss,"
+                                   "peak_rss_mib\n");
         if (!csv)
             return EXIT_USAGE;
     }
@@ -239,8 +289,9 @@ int main(int argc, char **argv)
     for (int ti = 0; ti < a.nT && !rc; ti++)
         rc = bench_T(a.Ts[ti], &a, per_config, csv);
     if (!rc)
-        printf("\nx softmax: time per step relative to softmax at the same T; loss: last timed "
-               "step's training loss\n");
+        printf("\nx softmax: time per step relative to softmax at the same T; x dense: relative "
+               "to the\nstep's dense products alone (the line above each T, timed in this run); "
+               "loss: last\ntimed step's training loss\n");
     if (csv && fclose(csv) && !rc) {
         fprintf(stderr, "%s: error writing '%s'\n", prog, a.csv_path);
         return 1;

@@ -53,6 +53,33 @@ static inline double sigmoid(double x)
     return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
 }
 
+/* The inner loops over a head's d channels, in functions of their own so
+ * they are built for AVX-512 and AVX2 too (BA_CLONES): the parallel loops
+ * around them are not. dot_d: sum x y in double; axpy_r: y += a x in
+ * AT_REAL; axpy_d: y += f x formed in double, rounded per entry. */
+BA_CLONES static double dot_d(const AT_REAL *x, const AT_REAL *y, int d)
+{
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (int c = 0; c < d; c++)
+        acc += (double)x[c] * y[c];
+    return acc;
+}
+
+BA_CLONES static void axpy_r(AT_REAL *y, AT_REAL a, const AT_REAL *x, int d)
+{
+#pragma omp simd
+    for (int c = 0; c < d; c++)
+        y[c] += a * x[c];
+}
+
+BA_CLONES static void axpy_d(AT_REAL *y, double f, const AT_REAL *x, int d)
+{
+#pragma omp simd
+    for (int c = 0; c < d; c++)
+        y[c] += (AT_REAL)(f * x[c]);
+}
+
 /* One query's row: att = softmax(l) over its n visible keys (their
  * maximum mx), pre = l, both 0 for the T - n keys it does not see. The
  * exponentials exp(l - mx) <= 1 are vectorised (src/vmath.h). */
@@ -100,11 +127,7 @@ static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const 
             double bias = ba_field_bias_value(s->field_bias, i + 1);
             for (int j = 0; j <= i; j++) {
                 const AT_REAL *k = io->k + AT_AT(io, b, hh, j);
-                double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-                for (int c = 0; c < d; c++)
-                    acc += (double)q[c] * k[c];
-                hd[((size_t)b * T + i) * T + j] = acc * g->scale - bias;
+                hd[((size_t)b * T + i) * T + j] = dot_d(q, k, d) * g->scale - bias;
             }
         }
 }
@@ -216,6 +239,22 @@ static int uses_band_layout(const ba_attn_shape *s)
     return s->engine == BA_ENGINE_BAND && !is_sampled(s);
 }
 
+/* The enumerating engines' context of head hh: the shape's, or for the
+ * fast engine without one (a caller of the layer alone) a temporary one
+ * in *tmp for the caller to free. Either way the fast engine's products
+ * run in this core's precision. */
+static int head_ctx(const ba_attn_shape *s, int hh, ba_engine_ctx **c, ba_engine_ctx **tmp,
+                    char *err)
+{
+    *c = s->ctx ? s->ctx[hh] : NULL;
+    *tmp = NULL;
+    if (!*c && s->engine == BA_ENGINE_FAST && !(*c = *tmp = ba_engine_ctx_new()))
+        return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
+    if (*c)
+        ba_engine_ctx_set_f32(*c, sizeof(AT_REAL) == sizeof(float));
+    return BA_OK;
+}
+
 /* The engine of s over B queries' rows: the band engine with its width,
  * the approximate engines with their settings, else the enumerating
  * engines through their contexts. */
@@ -227,8 +266,12 @@ static int exact_forward(const ba_attn_shape *s, int hh, int B, const double *h,
     if (ba_engine_is_approx(s->engine))
         return ba_approx_forward(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T, logw,
                                  s->astats, err);
-    return ba_engine_forward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
-                                 logw, err);
+    ba_engine_ctx *c, *tmp;
+    int rc = head_ctx(s, hh, &c, &tmp, err);
+    if (rc == BA_OK)
+        rc = ba_engine_forward_ctx(c, s->engine, B, s->T, h, Jd, s->T, logw, err);
+    ba_engine_ctx_free(tmp);
+    return rc;
 }
 
 /* lw0 (B,T,T): the forward's log-weights of the head, or NULL; the
@@ -242,8 +285,12 @@ static int exact_backward(const ba_attn_shape *s, int hh, int B, const double *h
     if (ba_engine_is_approx(s->engine))
         return ba_approx_backward_from(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T,
                                        lw0, g, dh, dJd, grad_reach(s), s->astats, err);
-    return ba_engine_backward_ctx(s->ctx ? s->ctx[hh] : NULL, s->engine, B, s->T, h, Jd, s->T,
-                                  g, dh, dJd, err);
+    ba_engine_ctx *c, *tmp;
+    int rc = head_ctx(s, hh, &c, &tmp, err);
+    if (rc == BA_OK)
+        rc = ba_engine_backward_ctx(c, s->engine, B, s->T, h, Jd, s->T, g, dh, dJd, err);
+    ba_engine_ctx_free(tmp);
+    return rc;
 }
 
 int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL *att,
@@ -334,11 +381,8 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
                 const AT_REAL *a = att + (((size_t)b * H + hh) * T + i) * T;
                 for (int c = 0; c < d; c++)
                     y[c] = 0;
-                for (int j = 0; j <= i; j++) {
-                    const AT_REAL *v = io->v + AT_AT(io, b, hh, j);
-                    for (int c = 0; c < d; c++)
-                        y[c] += a[j] * v[c];
-                }
+                for (int j = 0; j <= i; j++)
+                    axpy_r(y, a[j], io->v + AT_AT(io, b, hh, j), d);
             }
     return BA_OK;
 }
@@ -389,12 +433,8 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 double adot = 0.0;
                 for (int j = 0; j <= i; j++) {
                     size_t vo = AT_AT(io, b, hh, j);
-                    double da = 0.0;
-#pragma omp simd reduction(+ : da)
-                    for (int c = 0; c < d; c++) {
-                        da += (double)dy[c] * io->v[vo + c];
-                        io->dv[vo + c] += a[j] * dy[c];
-                    }
+                    double da = dot_d(dy, io->v + vo, d);
+                    axpy_r(io->dv + vo, a[j], dy, d);
                     gr[j] = da;
                     adot += a[j] * da;
                 }
@@ -466,10 +506,8 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 for (int j = 0; j <= i; j++) {
                     size_t ko = AT_AT(io, b, hh, j);
                     double f = dr[j] * g.scale;
-                    for (int c = 0; c < d; c++) {
-                        io->dq[qo + c] += (AT_REAL)(f * io->k[ko + c]);
-                        io->dk[ko + c] += (AT_REAL)(f * io->q[qo + c]);
-                    }
+                    axpy_d(io->dq + qo, f, io->k + ko, d);
+                    axpy_d(io->dk + ko, f, io->q + qo, d);
                 }
             }
     }

@@ -360,8 +360,13 @@ typedef struct ba_engine_ctx ba_engine_ctx;
 ba_engine_ctx *ba_engine_ctx_new(void);
 void ba_engine_ctx_free(ba_engine_ctx *c);
 /* Queries of the last forward that the fast engine handed to the reference
- * path because their sums fell below 1e-280. */
+ * path because their sums fell below its trust threshold (1e-280 with
+ * double products, 2^(n+24) FLT_MIN ~ 1e-31 at n = 20 with float ones). */
 long ba_engine_ctx_fallbacks(const ba_engine_ctx *c);
+/* Products of the fast engine in float32 (on) or double (off, the
+ * default): the float model's attention core sets it on, the double one
+ * off (src/ising_fast.h). A change drops the stored forward. */
+void ba_engine_ctx_set_f32(ba_engine_ctx *c, int on);
 int ba_engine_forward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const double *h,
                           const double *J, int ldj, double *logw, char *err);
 int ba_engine_backward_ctx(ba_engine_ctx *c, ba_engine e, int B, int T, const double *h,

@@ -12,67 +12,42 @@
  * Then all queries' marginals come from two products, R = EV K'^T and
  * L = EU K', and the backward from three more (spec section 4).
  *
- * All of it is double. A query whose partition sum or any marginal numerator
- * falls below TRUST_MIN is recomputed by the reference enumeration, which
- * shifts each half separately: values lost to underflow in the products are
- * bounded by about 2^(n+3) * DBL_MIN, under 1e-19 of anything above
- * TRUST_MIN, so every query the fast path keeps is exact to rounding.
+ * The products run in double, or (the float model's setting,
+ * ba_engine_ctx_set_f32) in float over blocks added in double; the rest is
+ * double either way (src/ising_fast.h). A query whose partition sum or any
+ * marginal numerator falls below trust_min is recomputed by the reference
+ * enumeration, which shifts each half separately: values lost to underflow
+ * in the products are bounded by about 2^n times the smallest normal of the
+ * products' type, a negligible fraction of anything above trust_min.
  *
  * A context keeps the kernels K' of every n (and R, L, Z) from the forward
  * for the backward of the same batch, and keeps its buffers across steps so
  * large kernels are not faulted in afresh at every call. */
-#include "internal.h"
+#include "ising_fast.h"
 
-#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* A query is trusted when its partition sum and every marginal numerator
+ * are at least this (double products): values lost to underflow are then
+ * below 1e-19 of them. f32 products flush terms below FLT_MIN, at most 2^n
+ * of them, so there the bound is 2^(n+24) FLT_MIN: the loss stays below
+ * 2^-24 of what is kept (trust_min). */
 #define TRUST_MIN 1e-280
-#define MAXN BA_FAST_MAX_SPINS
-/* Rows of the kernel are built in fixed blocks of this many patterns sA,
- * each block from its first row: the block a row falls in never depends on
- * the thread count, so neither does the rounding. */
-#define ROW_BLOCK 64
 
-struct ba_engine_ctx {
-    /* capacity of the stored forward state */
-    int cap_T, cap_Q;
-    size_t offK[MAXN + 2], offA[MAXN + 2], offB[MAXN + 2]; /* per-n offsets */
-    double *K;     // (sum_n 2^n) K'_n at offK[n], (NA_n, NB_n) row-major
-    double *rho;   // (sum_n NA_n) row shifts
-    double *gam;   // (sum_n NB_n) column shifts
-    double *R;     // (Q * sum_n NA_n) R_n = EV K'^T at Q*offA[n], (Q, NA_n)
-    double *L;     // (Q * sum_n NB_n) L_n = EU K', (Q, NB_n)
-    double *Z;     // (Q * T) shifted partition sums, (n-1)*Q + q
-    char *valid;   // (Q * T) query trusted by the fast path
-    /* the forward the state belongs to */
-    int fwd_B, fwd_T;
-    long fallbacks;
-    /* scratch, sized for cap_T, cap_Q and the thread count */
-    int cap_threads, has_bwd;
-    double *eA, *eB; // (NAmax), (NBmax) half coupling energies
-    double *F;       // (NAmax/ROW_BLOCK+1, bmax) f_k(sA) of each block's first row
-    double *cvec;    // (amax, NBmax) row increments of the kernel's exponent
-    double *colmx;   // (threads, NBmax) per-thread column maxima
-    double *EU;      // (2Q, NAmax) eu rows; backward rows Q..: eu * G_A
-    double *EV;      // (2Q, NBmax) ev rows; backward rows Q..: ev * G_B
-    double *tmp;     // (threads, NAmax + NBmax)
-    /* backward only */
-    double *M;       // (2^T) moment matrix, then M o K'
-    double *R2, *L2; // (Q, NAmax), (Q, NBmax)
-    double *UU;      // (2Q, NAmax) U1 rows then U2 rows
-    double *GA, *GB; // (Q, NAmax), (Q, NBmax) pattern sums of g
-    double *WA, *WB; // (Q, NAmax), (Q, NBmax) half weights wA, wB
-    double *SB;      // (NBmax, bmax) +-1 spin matrix of the B half
-    double *PS;      // (NAmax, bmax) (M o K') S_B
-};
+static double trust_min(const ba_engine_ctx *c, int n)
+{
+    return c->f32 ? ldexp(FLT_MIN, n + 24) : TRUST_MIN;
+}
 
 static void free_store(ba_engine_ctx *c)
 {
-    free(c->K), free(c->rho), free(c->gam), free(c->R), free(c->L), free(c->Z), free(c->valid);
+    free(c->K), free(c->Kf), free(c->rho), free(c->gam), free(c->R), free(c->L), free(c->Z);
+    free(c->valid);
     c->K = c->rho = c->gam = c->R = c->L = c->Z = NULL;
+    c->Kf = NULL;
     c->valid = NULL;
     c->cap_T = c->cap_Q = 0;
     c->fwd_B = c->fwd_T = 0;
@@ -80,12 +55,17 @@ static void free_store(ba_engine_ctx *c)
 
 static void free_scratch(ba_engine_ctx *c)
 {
-    double **b[] = {&c->eA, &c->eB, &c->F,  &c->cvec, &c->colmx, &c->EU, &c->EV, &c->tmp, &c->M,
-                    &c->R2, &c->L2, &c->UU, &c->GA,    &c->GB, &c->WA, &c->WB,  &c->SB,
-                    &c->PS};
+    double **b[] = {&c->eA, &c->eB, &c->F,  &c->cvec, &c->colmx, &c->EU, &c->EV, &c->tmp,
+                    &c->rows, &c->M, &c->R2, &c->L2, &c->UU, &c->GA, &c->GB, &c->WA, &c->WB,
+                    &c->SB, &c->PS};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
         free(*b[i]);
         *b[i] = NULL;
+    }
+    float **f[] = {&c->EUf, &c->EVf, &c->ftmp, &c->Mf, &c->UUf, &c->SBf};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        free(*f[i]);
+        *f[i] = NULL;
     }
     c->cap_threads = c->has_bwd = 0;
 }
@@ -102,6 +82,16 @@ void ba_engine_ctx_free(ba_engine_ctx *c)
 }
 
 long ba_engine_ctx_fallbacks(const ba_engine_ctx *c) { return c ? c->fallbacks : 0; }
+
+void ba_engine_ctx_set_f32(ba_engine_ctx *c, int on)
+{
+    if (!c || c->f32 == !!on)
+        return;
+    /* the buffers differ by precision, and so would the stored forward */
+    free_store(c);
+    free_scratch(c);
+    c->f32 = !!on;
+}
 
 static int mib_fail(char *err, int T, double bytes)
 {
@@ -130,16 +120,19 @@ static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
             sa += (size_t)1 << (n / 2);
             sb += (size_t)1 << (n - n / 2);
         }
-        c->K = malloc(sizeof(double) * k);
+        if (c->f32)
+            c->Kf = malloc(sizeof(float) * k);
+        else
+            c->K = malloc(sizeof(double) * k);
         c->rho = malloc(sizeof(double) * sa);
         c->gam = malloc(sizeof(double) * sb);
         c->R = malloc(sizeof(double) * q * sa);
         c->L = malloc(sizeof(double) * q * sb);
         c->Z = malloc(sizeof(double) * q * T);
         c->valid = malloc(q * T);
-        if (!c->K || !c->rho || !c->gam || !c->R || !c->L || !c->Z || !c->valid) {
+        if (!(c->K || c->Kf) || !c->rho || !c->gam || !c->R || !c->L || !c->Z || !c->valid) {
             free_store(c);
-            return mib_fail(err, T, sizeof(double) * (double)k);
+            return mib_fail(err, T, (c->f32 ? sizeof(float) : sizeof(double)) * (double)k);
         }
         c->cap_T = T, c->cap_Q = Q;
     }
@@ -156,7 +149,18 @@ static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
         c->EU = malloc(sizeof(double) * 2 * q * NAm);
         c->EV = malloc(sizeof(double) * 2 * q * NBm);
         c->tmp = malloc(sizeof(double) * (NAm + NBm) * nt);
-        if (!c->eA || !c->eB || !c->F || !c->cvec || !c->colmx || !c->EU || !c->EV || !c->tmp) {
+        int f32_ok = 1;
+        if (c->f32) {
+            size_t ft = q * (NAm > NBm ? NAm : NBm);
+            ft = ft > NAm * bmax ? ft : NAm * bmax;
+            c->EUf = malloc(sizeof(float) * 2 * q * NAm);
+            c->EVf = malloc(sizeof(float) * 2 * q * NBm);
+            c->ftmp = malloc(sizeof(float) * ft);
+            c->rows = malloc(sizeof(double) * ROW_BLOCK * NBm * nt);
+            f32_ok = c->EUf && c->EVf && c->ftmp && c->rows;
+        }
+        if (!c->eA || !c->eB || !c->F || !c->cvec || !c->colmx || !c->EU || !c->EV || !c->tmp ||
+            !f32_ok) {
             free_scratch(c);
             return mib_fail(err, T, sizeof(double) * 2.0 * q * (NAm + NBm));
         }
@@ -166,7 +170,14 @@ static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
         T = c->cap_T, q = (size_t)c->cap_Q;
         amax = T / 2, bmax = T - amax;
         NAm = (size_t)1 << amax, NBm = (size_t)1 << bmax;
-        c->M = malloc(sizeof(double) * NAm * NBm);
+        if (c->f32) {
+            c->Mf = malloc(sizeof(float) * NAm * NBm);
+            c->UUf = malloc(sizeof(float) * 2 * q * NAm);
+            c->SBf = malloc(sizeof(float) * NBm * bmax);
+        } else {
+            c->M = malloc(sizeof(double) * NAm * NBm);
+            c->SB = malloc(sizeof(double) * NBm * bmax);
+        }
         c->R2 = malloc(sizeof(double) * q * NAm);
         c->L2 = malloc(sizeof(double) * q * NBm);
         c->UU = malloc(sizeof(double) * 2 * q * NAm);
@@ -174,32 +185,26 @@ static int ensure(ba_engine_ctx *c, int T, int Q, int bwd, char *err)
         c->GB = malloc(sizeof(double) * q * NBm);
         c->WA = malloc(sizeof(double) * q * NAm);
         c->WB = malloc(sizeof(double) * q * NBm);
-        c->SB = malloc(sizeof(double) * NBm * bmax);
         c->PS = malloc(sizeof(double) * NAm * bmax);
-        if (!c->M || !c->R2 || !c->L2 || !c->UU || !c->GA || !c->GB || !c->WA || !c->WB ||
-            !c->SB || !c->PS) {
+        int mats = c->f32 ? c->Mf && c->UUf && c->SBf : c->M && c->SB;
+        if (!mats || !c->R2 || !c->L2 || !c->UU || !c->GA || !c->GB || !c->WA || !c->WB ||
+            !c->PS) {
             free_scratch(c);
-            return mib_fail(err, T, sizeof(double) * (double)(NAm * NBm));
+            return mib_fail(err, T, (c->f32 ? sizeof(float) : sizeof(double)) *
+                                        (double)(NAm * NBm));
         }
         c->has_bwd = 1;
     }
     return BA_OK;
 }
 
-/* The slices of one n. */
-typedef struct {
-    int n, a, b, Q;
-    size_t NA, NB;
-    double *K, *rho, *gam, *R, *L, *Z;
-    char *valid;
-} nview;
-
-static nview view(ba_engine_ctx *c, int n, int Q)
+static ba_fast_view view(ba_engine_ctx *c, int n, int Q)
 {
-    nview v;
+    ba_fast_view v;
     v.n = n, v.a = n / 2, v.b = n - n / 2, v.Q = Q;
     v.NA = (size_t)1 << v.a, v.NB = (size_t)1 << v.b;
-    v.K = c->K + c->offK[n];
+    v.K = c->K ? c->K + c->offK[n] : NULL;
+    v.Kf = c->Kf ? c->Kf + c->offK[n] : NULL;
     v.rho = c->rho + c->offA[n];
     v.gam = c->gam + c->offB[n];
     v.R = c->R + (size_t)Q * c->offA[n];
@@ -209,204 +214,33 @@ static nview view(ba_engine_ctx *c, int n, int Q)
     return v;
 }
 
-/* Pattern sums over the bits of a half: out[s] = sum_j c[j] s_j for every
- * s in [0, 2^m), each built from the pattern without its lowest set bit
- * (flipping spin j from -1 to +1 adds 2 c[j]). */
-static void pattern_sums(int m, const double *cf, double *out)
-{
-    double base = 0.0;
-    for (int j = 0; j < m; j++)
-        base -= cf[j];
-    out[0] = base;
-    size_t N = (size_t)1 << m;
-    for (size_t s = 1; s < N; s++)
-        out[s] = out[s & (s - 1)] + 2.0 * cf[__builtin_ctzll(s)];
-}
-
-/* Pairwise coupling energy sum_{j<k} J_jk s_j s_k of the spins
- * off..off+m-1, for every pattern of the half. */
-static void half_couplings(int m, int off, const double *J, int ldj, double *out)
-{
-    size_t N = (size_t)1 << m;
-    for (size_t s = 0; s < N; s++) {
-        double e = 0.0;
-        for (int j = 0; j < m; j++) {
-            double sj = (s >> j & 1) ? 1.0 : -1.0;
-            for (int k = j + 1; k < m; k++)
-                e += J[(size_t)(off + j) * ldj + off + k] * sj * ((s >> k & 1) ? 1.0 : -1.0);
-        }
-        out[s] = e;
-    }
-}
-
-/* K' = exp(X - rho - gamma) for the n spins of v.
- * Row sA of X (without its constant eA(sA)) is eB(sB) + sA^T JAB sB. Spin j
- * of A flipping from -1 to +1 adds the vector 2 sum_k J_{j,a+k} s_k(sB)
- * (cvec[j]) to a row, so each row is its parent's (sA without its lowest
- * set bit) plus one vector: a vectorisable add per entry, where building a
- * row from scratch walks a serial chain. */
-static void build_kernel(ba_engine_ctx *c, const nview *v, const double *J, int ldj)
-{
-    int a = v->a, b = v->b;
-    size_t NA = v->NA, NB = v->NB;
-    half_couplings(a, 0, J, ldj, c->eA);
-    half_couplings(b, a, J, ldj, c->eB);
-    /* F[sA][k] = sum_{j in A} J_{j,a+k} s_j, for the first row of each block */
-    for (size_t sA = 0; sA < NA; sA += ROW_BLOCK)
-        for (int k = 0; k < b; k++) {
-            double f = 0.0;
-            for (int j = 0; j < a; j++)
-                f += J[(size_t)j * ldj + a + k] * ((sA >> j & 1) ? 1.0 : -1.0);
-            c->F[(sA / ROW_BLOCK) * b + k] = f;
-        }
-    for (int j = 0; j < a; j++) {
-        double *cv = c->cvec + (size_t)j * NB, jr[MAXN];
-        for (int k = 0; k < b; k++)
-            jr[k] = 2.0 * J[(size_t)j * ldj + a + k];
-        pattern_sums(b, jr, cv);
-    }
-    /* the team is the current thread count, which may have dropped below
-     * the one the scratch was sized for; every slot is merged below */
-    int cap = c->cap_threads, nt = ba_nthreads() < cap ? ba_nthreads() : cap;
-    for (size_t i = 0; i < NB * (size_t)cap; i++)
-        c->colmx[i] = -INFINITY;
-    size_t nblocks = (NA + ROW_BLOCK - 1) / ROW_BLOCK;
-    double work = 4.0 * NA * NB;
-#pragma omp parallel num_threads(nt) if (work > BA_PAR_MIN_WORK)
-    {
-        double *cm = c->colmx + NB * (size_t)ba_thread_id();
-#pragma omp for schedule(static)
-        for (size_t blk = 0; blk < nblocks; blk++) {
-            size_t s0 = blk * ROW_BLOCK, s1 = s0 + ROW_BLOCK < NA ? s0 + ROW_BLOCK : NA;
-            for (size_t sA = s0; sA < s1; sA++) {
-                double *row = v->K + sA * NB, mx = -INFINITY;
-                if (sA == s0) {
-                    pattern_sums(b, c->F + blk * b, row);
-                    for (size_t sB = 0; sB < NB; sB++) {
-                        row[sB] += c->eB[sB];
-                        mx = row[sB] > mx ? row[sB] : mx;
-                    }
-                } else {
-                    /* the parent row holds X - its max; put the max back */
-                    size_t par = sA & (sA - 1);
-                    const double *prow = v->K + par * NB;
-                    const double *cv = c->cvec + (size_t)__builtin_ctzll(sA) * NB;
-                    double pm = v->rho[par] - c->eA[par];
-                    for (size_t sB = 0; sB < NB; sB++) {
-                        row[sB] = prow[sB] + pm + cv[sB];
-                        mx = row[sB] > mx ? row[sB] : mx;
-                    }
-                }
-                v->rho[sA] = c->eA[sA] + mx;
-                for (size_t sB = 0; sB < NB; sB++) {
-                    row[sB] -= mx;
-                    cm[sB] = row[sB] > cm[sB] ? row[sB] : cm[sB];
-                }
-            }
-        }
-    }
-    /* a maximum is exact, so merging the threads' maxima is order-free */
-    for (size_t sB = 0; sB < NB; sB++) {
-        double g = -INFINITY;
-        for (int t = 0; t < cap; t++)
-            g = fmax(g, c->colmx[(size_t)t * NB + sB]);
-        v->gam[sB] = g;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt) if (work > BA_PAR_MIN_WORK)
-    for (size_t sA = 0; sA < NA; sA++) {
-        double *row = v->K + sA * NB;
-        for (size_t sB = 0; sB < NB; sB++)
-            row[sB] -= v->gam[sB];
-        ba_exp_nonpos(row, NB);
-    }
-}
-
-/* C = op(A) op(B), row-major doubles, in blocks of rows of C (by_rows) or
- * of its columns, each block one single-threaded call (ba_split_plan: the
- * same result on any number of threads). The products with the kernel K'
- * split its side (the columns of R and L), so each block reads only its
- * part of K'. */
-static void dgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const double *A,
-                  int lda, const double *B, int ldb, double *C, int ldc, int by_rows)
-{
-    int span = by_rows ? M : N;
-    ba_split p = ba_split_plan(2.0 * M * N * K, span);
-    if (p.nblk == 1) { /* whole, without entering a parallel region */
-        int saved = ba_blas_serial();
-        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, ldc);
-        ba_blas_end(saved);
-        return;
-    }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int k = 0; k < p.nblk; k++) {
-        int lo = k * p.bs, w = span - lo < p.bs ? span - lo : p.bs, m = M, n = N;
-        const double *a = A, *b = B;
-        double *c = C;
-        if (by_rows) {
-            a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;
-            c = C + (size_t)lo * ldc, m = w;
-        } else {
-            b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;
-            c = C + lo, n = w;
-        }
-        int saved = ba_blas_serial();
-        cblas_dgemm(CblasRowMajor, ta, tb, m, n, K, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-        ba_blas_end(saved);
-    }
-}
-
 static const double zero_fields[MAXN]; /* the fields of the coupling variant */
 
-/* eu and ev rows (Q of them, fields h_q = h + q*hs, NULL for h = 0). */
-static void query_vectors(ba_engine_ctx *c, const nview *v, const double *h, size_t hs)
-{
-    size_t NA = v->NA, NB = v->NB;
-    double work = (double)v->Q * (NA + NB) * 30.0;
-#pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
-    for (int q = 0; q < v->Q; q++) {
-        double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
-        const double *hq = h ? h + (size_t)q * hs : zero_fields;
-        pattern_sums(v->a, hq, eu);
-        pattern_sums(v->b, hq + v->a, ev);
-        double mu = -INFINITY, mv = -INFINITY;
-        for (size_t s = 0; s < NA; s++) {
-            eu[s] += v->rho[s];
-            mu = eu[s] > mu ? eu[s] : mu;
-        }
-        for (size_t s = 0; s < NB; s++) {
-            ev[s] += v->gam[s];
-            mv = ev[s] > mv ? ev[s] : mv;
-        }
-        for (size_t s = 0; s < NA; s++)
-            eu[s] -= mu;
-        for (size_t s = 0; s < NB; s++)
-            ev[s] -= mv;
-        ba_exp_nonpos(eu, NA);
-        ba_exp_nonpos(ev, NB);
-    }
-}
-
 /* Numerators of P(s_j = +1) for the spins of one half from the half-state
- * weights t (2^m values), into num[0..m). */
+ * weights t (2^m values), into num[0..m): for each j the patterns with bit
+ * j set, which come in contiguous runs of 2^j. */
 static void half_numerators(int m, const double *t, double *num)
 {
     size_t N = (size_t)1 << m;
-    for (int j = 0; j < m; j++)
-        num[j] = 0.0;
-    for (size_t s = 0; s < N; s++)
-        for (int j = 0; j < m; j++)
-            if (s >> j & 1)
-                num[j] += t[s];
+    for (int j = 0; j < m; j++) {
+        size_t w = (size_t)1 << j;
+        double acc = 0.0;
+        for (size_t base = w; base < N; base += 2 * w)
+            for (size_t s = base; s < base + w; s++)
+                acc += t[s];
+        num[j] = acc;
+    }
 }
 
 /* Marginals of query q; returns 1 if the fast path holds for it (partition
- * sum and every numerator at least TRUST_MIN), writing lw[0..n) when lw is
+ * sum and every numerator at least trust_min), writing lw[0..n) when lw is
  * not NULL. tmp holds NA + NB doubles. */
-static int query_marginals(const ba_engine_ctx *c, const nview *v, int q, double *tmp,
+static int query_marginals(const ba_engine_ctx *c, const ba_fast_view *v, int q, double *tmp,
                            double *lw)
 {
     size_t NA = v->NA, NB = v->NB;
-    if (!(v->Z[q] >= TRUST_MIN))
+    double trust = trust_min(c, v->n);
+    if (!(v->Z[q] >= trust))
         return 0;
     const double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
     const double *r = v->R + (size_t)q * NA, *l = v->L + (size_t)q * NB;
@@ -419,12 +253,31 @@ static int query_marginals(const ba_engine_ctx *c, const nview *v, int q, double
     half_numerators(v->b, tB, num + v->a);
     double lz = log(v->Z[q]);
     for (int j = 0; j < v->n; j++) {
-        if (!(num[j] >= TRUST_MIN))
+        if (!(num[j] >= trust))
             return 0;
         if (lw) /* rounding can put a certain spin at +1e-16 */
             lw[j] = fmin(log(num[j]) - lz, 0.0);
     }
     return 1;
+}
+
+/* R = EV K'^T (Q, NA) and L = EU K' (Q, NB) from the rows row0.. of EU and
+ * EV (0: the forward's vectors; Q: the backward's G-weighted ones), in the
+ * context's precision (f32: the rows are converted to float first). */
+static void products(ba_engine_ctx *c, const ba_fast_view *v, int row0, double *R, double *L)
+{
+    int Q = v->Q, NA = (int)v->NA, NB = (int)v->NB;
+    const double *EU = c->EU + (size_t)row0 * NA, *EV = c->EV + (size_t)row0 * NB;
+    if (!c->f32) {
+        ba_fast_dgemm(CblasNoTrans, CblasTrans, Q, NA, NB, EV, NB, v->K, NB, R, NA, 0);
+        ba_fast_dgemm(CblasNoTrans, CblasNoTrans, Q, NB, NA, EU, NA, v->K, NB, L, NB, 0);
+        return;
+    }
+    float *EUf = c->EUf + (size_t)row0 * NA, *EVf = c->EVf + (size_t)row0 * NB;
+    ba_fast_to_float(EUf, EU, (size_t)Q * NA);
+    ba_fast_to_float(EVf, EV, (size_t)Q * NB);
+    ba_fast_mgemm(CblasNoTrans, CblasTrans, Q, NA, NB, EVf, NB, v->Kf, NB, R, NA, 0, c->ftmp);
+    ba_fast_mgemm(CblasNoTrans, CblasNoTrans, Q, NB, NA, EUf, NA, v->Kf, NB, L, NB, 0, c->ftmp);
 }
 
 /* Kernel, products, partition sums, trust flags and (if logw) the marginals
@@ -434,13 +287,11 @@ static int query_marginals(const ba_engine_ctx *c, const nview *v, int q, double
 static long forward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs,
                       const double *J, int ldj, double *logw, size_t ls)
 {
-    nview v = view(c, n, Q);
-    build_kernel(c, &v, J, ldj);
-    query_vectors(c, &v, h, hs);
-    dgemm(CblasNoTrans, CblasTrans, Q, (int)v.NA, (int)v.NB, c->EV, (int)v.NB, v.K, (int)v.NB,
-          v.R, (int)v.NA, 0);
-    dgemm(CblasNoTrans, CblasNoTrans, Q, (int)v.NB, (int)v.NA, c->EU, (int)v.NA, v.K, (int)v.NB,
-          v.L, (int)v.NB, 0);
+    ba_fast_view v = view(c, n, Q);
+    ba_fast_build_kernel(c, &v, J, ldj);
+    ba_fast_query_vectors(c, &v, h, hs);
+    /* R = EV K'^T, L = EU K' */
+    products(c, &v, 0, v.R, v.L);
     double work = (double)Q * (v.NA * v.a + v.NB * v.b) * 3.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
@@ -468,6 +319,51 @@ static long forward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
     return fb;
 }
 
+/* d[j] += sum_s s_j w(s) over the 2^m patterns s of a half. */
+static void add_spin_sums(int m, const double *w, double *d)
+{
+    size_t N = (size_t)1 << m;
+    double num[MAXN], all = 0.0;
+    half_numerators(m, w, num);
+    for (size_t s = 0; s < N; s++)
+        all += w[s];
+    for (int j = 0; j < m; j++)
+        d[j] += 2.0 * num[j] - all;
+}
+
+/* PS = (K' o M) S_B (NA, b), M = UU^T EV summed over the 2Q rows of UU
+ * (U1 then U2) and EV (ev then ev o G_B), S_B the +-1 spins of the B half.
+ * f32: M and its product with K' in float (each entry a float sum of 2Q
+ * terms), the product with S_B in float blocks added in double. */
+static void cross_moments(ba_engine_ctx *c, const ba_fast_view *v)
+{
+    int Q = v->Q, NA = (int)v->NA, NB = (int)v->NB, b = v->b;
+    size_t N = v->NA * v->NB;
+    if (!c->f32) {
+        ba_fast_dgemm(CblasTrans, CblasNoTrans, NA, NB, 2 * Q, c->UU, NA, c->EV, NB, c->M, NB, 1);
+#pragma omp parallel for schedule(static) if (2.0 * N > BA_PAR_MIN_WORK)
+        for (size_t i = 0; i < N; i++)
+            c->M[i] *= v->K[i];
+        for (int s = 0; s < NB; s++)
+            for (int k = 0; k < b; k++)
+                c->SB[(size_t)s * b + k] = (s >> k & 1) ? 1.0 : -1.0;
+        ba_fast_dgemm(CblasNoTrans, CblasNoTrans, NA, b, NB, c->M, NB, c->SB, b, c->PS, b, 1);
+        return;
+    }
+    /* EVf rows Q..2Q hold ev o G_B (products above); rows 0..Q now ev */
+    ba_fast_to_float(c->EVf, c->EV, (size_t)Q * NB);
+    ba_fast_to_float(c->UUf, c->UU, (size_t)2 * Q * NA);
+    ba_fast_sgemm(CblasTrans, CblasNoTrans, NA, NB, 2 * Q, c->UUf, NA, c->EVf, NB, c->Mf, NB, 1);
+#pragma omp parallel for schedule(static) if (2.0 * N > BA_PAR_MIN_WORK)
+    for (size_t i = 0; i < N; i++)
+        c->Mf[i] *= v->Kf[i];
+    for (int s = 0; s < NB; s++)
+        for (int k = 0; k < b; k++)
+            c->SBf[(size_t)s * b + k] = (s >> k & 1) ? 1.0f : -1.0f;
+    ba_fast_mgemm(CblasNoTrans, CblasNoTrans, NA, b, NB, c->Mf, NB, c->SBf, b, c->PS, b, 1,
+                  c->ftmp);
+}
+
 /* Backward of the Q queries with n spins, using the kernel, products and
  * trust flags the forward stored: dh_q += Cov(G, s) (dh may be NULL),
  * dJ += sum over queries Cov(G, s_j s_k). Returns -1 when the reference
@@ -476,17 +372,17 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
                       const double *J, int ldj, const double *g, size_t gs, double *dh,
                       size_t dhs, double *dJ, int lddj)
 {
-    nview v = view(c, n, Q);
+    ba_fast_view v = view(c, n, Q);
     int a = v.a, b = v.b;
     size_t NA = v.NA, NB = v.NB;
-    query_vectors(c, &v, h, hs); /* cheap: Q (NA + NB) exponentials */
+    ba_fast_query_vectors(c, &v, h, hs); /* cheap: Q (NA + NB) exponentials */
     double work = (double)Q * (NA + NB) * 4.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
         const double *gq = g + (size_t)q * gs;
         double *GA = c->GA + (size_t)q * NA, *GB = c->GB + (size_t)q * NB;
-        pattern_sums(a, gq, GA);
-        pattern_sums(b, gq + a, GB);
+        ba_fast_pattern_sums(a, gq, GA);
+        ba_fast_pattern_sums(b, gq + a, GB);
         double *eug = c->EU + ((size_t)Q + q) * NA, *evg = c->EV + ((size_t)Q + q) * NB;
         const double *eu = c->EU + (size_t)q * NA, *ev = c->EV + (size_t)q * NB;
         for (size_t s = 0; s < NA; s++)
@@ -495,11 +391,8 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
             evg[s] = ev[s] * GB[s];
     }
     /* R2 = (EV o G_B) K'^T, L2 = (EU o G_A) K' */
-    dgemm(CblasNoTrans, CblasTrans, Q, (int)NA, (int)NB, c->EV + (size_t)Q * NB, (int)NB, v.K,
-          (int)NB, c->R2, (int)NA, 0);
-    dgemm(CblasNoTrans, CblasNoTrans, Q, (int)NB, (int)NA, c->EU + (size_t)Q * NA, (int)NA, v.K,
-          (int)NB, c->L2, (int)NB, 0);
-    work = (double)Q * (NA * a + NB * b) * 3.0;
+    products(c, &v, Q, c->R2, c->L2);
+    work = (double)Q * (NA + NB) * 12.0;
 #pragma omp parallel for schedule(static) if (work > BA_PAR_MIN_WORK)
     for (int q = 0; q < Q; q++) {
         double *wA = c->WA + (size_t)q * NA, *wB = c->WB + (size_t)q * NB;
@@ -524,14 +417,9 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
         }
         for (size_t s = 0; s < NB; s++)
             wB[s] = ev[s] * ((GB[s] - gbar) * l[s] + l2[s]) * iz;
-        if (dh) {
-            double *d = dh + (size_t)q * dhs;
-            for (size_t s = 0; s < NA; s++)
-                for (int j = 0; j < a; j++)
-                    d[j] += (s >> j & 1) ? wA[s] : -wA[s];
-            for (size_t s = 0; s < NB; s++)
-                for (int k = 0; k < b; k++)
-                    d[a + k] += (s >> k & 1) ? wB[s] : -wB[s];
+        if (dh) { /* sum_s s_j w(s) = 2 (sum over s_j = +1) - (sum over all) */
+            add_spin_sums(a, wA, dh + (size_t)q * dhs);
+            add_spin_sums(b, wB, dh + (size_t)q * dhs + a);
         }
     }
     /* dJ_AA, dJ_BB from the half weights summed over queries in query order
@@ -553,17 +441,7 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
                     ((s >> j ^ s >> k) & 1) ? -c->WB[s] : c->WB[s];
     /* dJ_AB = S_A^T [K' o (U1^T EV + U2^T (EV o G_B))] S_B */
     if (a > 0) {
-        dgemm(CblasTrans, CblasNoTrans, (int)NA, (int)NB, 2 * Q, c->UU, (int)NA, c->EV, (int)NB,
-              c->M, (int)NB, 1);
-        size_t N = NA * NB;
-#pragma omp parallel for schedule(static) if (2.0 * N > BA_PAR_MIN_WORK)
-        for (size_t i = 0; i < N; i++)
-            c->M[i] *= v.K[i];
-        for (size_t s = 0; s < NB; s++)
-            for (int k = 0; k < b; k++)
-                c->SB[s * b + k] = (s >> k & 1) ? 1.0 : -1.0;
-        dgemm(CblasNoTrans, CblasNoTrans, (int)NA, b, (int)NB, c->M, (int)NB, c->SB, b, c->PS, b,
-              1);
+        cross_moments(c, &v);
         for (size_t s = 0; s < NA; s++)
             for (int j = 0; j < a; j++) {
                 double sj = (s >> j & 1) ? 1.0 : -1.0;

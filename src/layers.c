@@ -65,61 +65,69 @@ void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *
 
 /* --------------------------------------------------------- layernorm */
 
+/* One row of each, in functions of their own so they are built for AVX-512
+ * and AVX2 too (BA_CLONES); sums in double. */
+BA_CLONES static void layernorm_row(ba_real *o, ba_real *mean, ba_real *rstd, const ba_real *x,
+                                    const ba_real *w, const ba_real *b, int C)
+{
+    const double eps = 1e-5;
+    double m = 0.0, v = 0.0;
+#pragma omp simd reduction(+ : m)
+    for (int c = 0; c < C; c++)
+        m += x[c];
+    m /= C;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++)
+        v += (x[c] - m) * (x[c] - m);
+    v /= C;
+    double s = 1.0 / sqrt(v + eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+        o[c] = (ba_real)((x[c] - m) * s * w[c] + b[c]);
+    *mean = (ba_real)m;
+    *rstd = (ba_real)s;
+}
+
+/* dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy w */
+BA_CLONES static void layernorm_row_backward(ba_real *dx, ba_real *dw, ba_real *db,
+                                             const ba_real *dy, const ba_real *x,
+                                             const ba_real *w, double m, double s, int C)
+{
+    double g1 = 0.0, g2 = 0.0;
+#pragma omp simd reduction(+ : g1, g2)
+    for (int c = 0; c < C; c++) {
+        double xh = (x[c] - m) * s;
+        double dxh = (double)dy[c] * w[c];
+        g1 += dxh;
+        g2 += dxh * xh;
+    }
+    g1 /= C;
+    g2 /= C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        double xh = (x[c] - m) * s;
+        double dxh = (double)dy[c] * w[c];
+        dw[c] += (ba_real)(dy[c] * xh);
+        db[c] += dy[c];
+        dx[c] += (ba_real)(s * (dxh - g1 - xh * g2));
+    }
+}
+
 void ba_layernorm_forward(ba_real *out, ba_real *mean, ba_real *rstd, const ba_real *inp,
                           const ba_real *w, const ba_real *b, int N, int C)
 {
-    const double eps = 1e-5;
 #pragma omp parallel for schedule(static) if (5.0 * N * C > BA_PAR_MIN_WORK)
-    for (int n = 0; n < N; n++) {
-        const ba_real *x = inp + (size_t)n * C;
-        double m = 0.0, v = 0.0;
-#pragma omp simd reduction(+ : m)
-        for (int c = 0; c < C; c++)
-            m += x[c];
-        m /= C;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++)
-            v += (x[c] - m) * (x[c] - m);
-        v /= C;
-        double s = 1.0 / sqrt(v + eps);
-        ba_real *o = out + (size_t)n * C;
-#pragma omp simd
-        for (int c = 0; c < C; c++)
-            o[c] = (ba_real)((x[c] - m) * s * w[c] + b[c]);
-        mean[n] = (ba_real)m;
-        rstd[n] = (ba_real)s;
-    }
+    for (int n = 0; n < N; n++)
+        layernorm_row(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C);
 }
 
 void ba_layernorm_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *dout,
                            const ba_real *inp, const ba_real *w, const ba_real *mean,
                            const ba_real *rstd, int N, int C)
 {
-    for (int n = 0; n < N; n++) {
-        const ba_real *x = inp + (size_t)n * C;
-        const ba_real *dy = dout + (size_t)n * C;
-        ba_real *dx = dinp + (size_t)n * C;
-        double m = mean[n], s = rstd[n];
-        /* dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy w */
-        double g1 = 0.0, g2 = 0.0;
-#pragma omp simd reduction(+ : g1, g2)
-        for (int c = 0; c < C; c++) {
-            double xh = (x[c] - m) * s;
-            double dxh = (double)dy[c] * w[c];
-            g1 += dxh;
-            g2 += dxh * xh;
-        }
-        g1 /= C;
-        g2 /= C;
-#pragma omp simd
-        for (int c = 0; c < C; c++) {
-            double xh = (x[c] - m) * s;
-            double dxh = (double)dy[c] * w[c];
-            dw[c] += (ba_real)(dy[c] * xh);
-            db[c] += dy[c];
-            dx[c] += (ba_real)(s * (dxh - g1 - xh * g2));
-        }
-    }
+    for (int n = 0; n < N; n++)
+        layernorm_row_backward(dinp + (size_t)n * C, dw, db, dout + (size_t)n * C,
+                               inp + (size_t)n * C, w, mean[n], rstd[n], C);
 }
 
 /* -------------------------------------------------------------- gelu */
