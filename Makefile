@@ -15,7 +15,7 @@ DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build install test test-release test-asan run data bench bench-long bench-approx bench-python bench-mpi reproduce results-doc samplers-doc approx-doc clean help
+.PHONY: all deps build install test test-release test-asan run data bench bench-train bench-long bench-approx bench-python bench-mpi reproduce results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
 PREFIX     ?= /usr/local
 
@@ -27,12 +27,14 @@ help:
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
 	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR; MPI=N ranks)"
 	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long; no training)"
+	@echo "make reproduce PRESET=converged   the headline cells trained to flat curves (hours; resumable)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
 	@echo "make reproduce PRESET=approx   the approximate engines trained at charlm T = 12, 20 (mf, tap, bp, hybrid)"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make approx-doc  regenerate docs/approximate.md from results/approx/accuracy.json (no computing)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
+	@echo "make bench-train  the training step: 1 and 2 threads against its dense products, and against PyTorch (~5 min)"
 	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
 	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~10 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
@@ -124,6 +126,18 @@ APPROX_ARGS ?=
 bench-approx: build
 	$(BUILD)/bench_approx --threads 1 --csv $(BUILD)/bench_approx.csv $(APPROX_ARGS)
 
+# The training step (docs/performance.md, "Training steps"): bench_train on
+# 1 and 2 threads (each step against its dense products alone), then the
+# whole step against PyTorch (bench/train_torch.py, if python3-torch is
+# installed), the contestants alternating. CSVs in $(BUILD).
+bench-train: build
+	OMP_NUM_THREADS=1 $(BUILD)/bench_train --csv $(BUILD)/bench_train_1t.csv
+	OMP_NUM_THREADS=2 $(BUILD)/bench_train --csv $(BUILD)/bench_train_2t.csv
+	@if /usr/bin/python3 -c "import torch" 2>/dev/null; then \
+	  /usr/bin/python3 bench/train_torch.py --bench $(BUILD)/bench_train --T 12,16,20 --threads 2 \
+	    --csv $(BUILD)/bench_train_torch.csv; \
+	else echo "bench-train: python3-torch is not installed; the PyTorch comparison is skipped"; fi
+
 # The Python binding (docs/performance.md, "Python"): needs python3-torch.
 bench-python: build
 	BOLTZATTN_LIBRARY=$(BUILD)/libboltzattn.so PYTHONPATH=python /usr/bin/python3 bench/python_op.py
@@ -133,7 +147,8 @@ bench-python: build
 bench-mpi: build
 	bash bench/mpi.sh $(BIN)
 
-# The paper's comparisons: PRESET=quick (minutes), full (hours), samplers or
+# The paper's comparisons: PRESET=quick (minutes), full (hours), converged
+# (the headline cells to flat curves: many hours), samplers or
 # long (long contexts), into out/PRESET (OUT=DIR to choose; results/PRESET
 # holds the committed runs). MPI=N runs every grid on N MPI ranks.
 reproduce: build

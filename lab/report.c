@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 static opt report_opts[] = {
-    {"preset", "NAME", NULL, "the preset that made OUT: quick, full, samplers or long", 0, 0},
+    {"preset", "NAME", NULL, "the preset that made OUT: quick, full, converged, samplers or long",
+     0, 0},
     {"link-prefix", "P", "none",
      "put before the image paths, which are relative to OUT (e.g. ../results/full/)", 0, 0},
     {"samplers-doc", "DOC", NULL,
@@ -30,7 +31,7 @@ static opt report_opts[] = {
 };
 static const command report_cmd = {
     "report",
-    "OUT --preset quick|full|samplers|long [--link-prefix P] [--section-only] | OUT "
+    "OUT --preset quick|full|converged|samplers|long [--link-prefix P] [--section-only] | OUT "
     "--samplers-doc DOC\n\n"
     "Writes the results report of OUT, the output directory of lab/reproduce.sh, to\n"
     "stdout as Markdown: every grid under OUT (a subdirectory with grid.json, written\n"
@@ -704,8 +705,9 @@ int cmd_report(int argc, char **argv)
     if (!doc && !preset)
         return usage_error(c, "option '--preset' (or '--samplers-doc') is required");
     if (preset && strcmp(preset, "quick") != 0 && strcmp(preset, "full") != 0 &&
-        strcmp(preset, "samplers") != 0 && strcmp(preset, "long") != 0)
-        return usage_error(c, "unknown preset '%s' (quick|full|samplers|long)", preset);
+        strcmp(preset, "converged") != 0 && strcmp(preset, "samplers") != 0 &&
+        strcmp(preset, "long") != 0)
+        return usage_error(c, "unknown preset '%s' (quick|full|converged|samplers|long)", preset);
     int section = is_set(c, "section-only");
     if (section && (!preset || strcmp(preset, "long") != 0))
         return usage_error(c, "--section-only applies to --preset long");

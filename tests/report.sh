@@ -178,5 +178,21 @@ echo '{"format":"boltzattn-grid"' >"$TMP/empty/notagrid/grid.json"
 expect 2 "grid.json: bad or missing field" -- "$BIN" report "$TMP/empty" --preset quick
 expect 0 "--samplers-doc" -- "$BIN" report --help
 
+# --- the converged preset end to end at a toy budget: its three grids, all
+# four variants (brackets T = 16 with and without FFN), the report
+for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >"$TMP/text.txt"
+LAB="$(cd "$(dirname "$0")/.." && pwd)/lab/reproduce.sh"
+CV="$TMP/conv-preset"
+(cd "$TMP" && env JOBS=2 THREADS=1 DATA="$TMP/text.txt" OUT="$CV" CONV_LM_STEPS=20 \
+    CONV_BR_STEPS=20 CONV_LM_SEEDS=1 CONV_BR_SEEDS=1 bash "$LAB" converged "$BIN") >"$TMP/cv1" 2>&1
+check "the converged preset runs" '[ $? = 0 ] && [ -f "$CV/report.md" ]' || cat "$TMP/cv1"
+check "its three grids, every cell trained" 'has "$CV/report.md" "# Results: preset \`converged\`" &&
+    has "$CV/report.md" "| charlm-T12 | 4 of 4 |" && has "$CV/report.md" "| brackets-T16 | 8 of 8 |" &&
+    has "$CV/report.md" "| brackets-T20 | 4 of 4 |" && grep -q "^| charlm-T12 | 4 | % of perplexity |" "$CV/report.md"'
+check "its budgets as set, ten periodic evaluations" 'grep -q "\"eval_every\":[[:space:]]*2" "$CV/charlm-T12/grid.json" &&
+    grep -q "\"steps\":[[:space:]]*20" "$CV/brackets-T20/grid.json"'
+expect 2 "must be integers of at least 10" -- env DATA="$TMP/text.txt" OUT="$TMP/cv-bad" \
+    CONV_LM_STEPS=5 bash "$LAB" converged "$BIN"
+
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]
