@@ -168,6 +168,9 @@ def main():
             s, b = c_steps(a.bench, T, a.B, a.C, a.c_steps, a.threads)
             cs.append(s), cb.append(b)
             tt.append(torch_steps(a.torch_attn, T, a.B, a.C, a.torch_steps, state))
+            # PyTorch's OpenMP threads spin a while after its last step; the
+            # next bench_train must not start among them
+            time.sleep(1.0)
         s, b, t = (statistics.median(x) for x in (cs, cb, tt))
         print("%3d %12.2f %15.2f %11.1f %22.1fx" % (T, 1e3 * s, 1e3 * b, 1e3 * t, t / b),
               flush=True)
