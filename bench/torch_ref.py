@@ -18,11 +18,12 @@ def states(n, dtype):
     return _STATES[key]
 
 
-def torch_split_halves(q, k, v, J):
-    """Exact Boltzmann attention in PyTorch alone: for query i the n = i + 1
-    keys split into halves A (n // 2 spins) and B; the 2^|A| x 2^|B| table of
-    energies is E_A + E_B + s_A' J_AB s_B; the marginals are its softmax
-    summed against the states (autograd gives the backward)."""
+def _attention(q, k, v, J, marginals):
+    """Boltzmann attention row by row: for query i the n = i + 1 keys split
+    into halves A (n // 2 spins) and B, marginals(h, SA, SB, Jt, a) gives
+    P(s_j = +1) of every key (B,H,n) from the fields h (B,H,n), the halves'
+    spin states and the upper-triangular couplings; the weights are those
+    marginals normalised."""
     Bsz, H, T, d = q.shape
     Jt = torch.triu(J, 1)
     outs = []
@@ -30,14 +31,7 @@ def torch_split_halves(q, k, v, J):
         n = i + 1
         a = n // 2
         h = torch.einsum("bhd,bhjd->bhj", q[:, :, i], k[:, :, :n]) / d ** 0.5  # (B,H,n)
-        SA, SB = states(a, q.dtype), states(n - a, q.dtype)
-        EA = h[..., :a] @ SA.T + torch.einsum("sj,hjk,sk->hs", SA, Jt[:, :a, :a], SA)
-        EB = h[..., a:] @ SB.T + torch.einsum("sj,hjk,sk->hs", SB, Jt[:, a:n, a:n], SB)
-        X = torch.einsum("sj,hjk,tk->hst", SA, Jt[:, :a, a:n], SB)  # (H, 2^a, 2^b)
-        L = EA[..., :, None] + EB[..., None, :] + X  # (B,H,2^a,2^b)
-        P = torch.softmax(L.reshape(Bsz, H, -1), -1).reshape(L.shape)
-        pA, pB = P.sum(-1), P.sum(-2)
-        w = torch.cat([pA @ (SA > 0).to(q.dtype), pB @ (SB > 0).to(q.dtype)], -1)  # (B,H,n)
+        w = marginals(h, states(a, q.dtype), states(n - a, q.dtype), Jt[:, :n, :n], a)
         att = w / w.sum(-1, keepdim=True)
         outs.append(torch.einsum("bhj,bhjd->bhd", att, v[:, :, :n]))
     return torch.stack(outs, 2)
@@ -49,32 +43,40 @@ def _pair_energy(S, Jb):
     return torch.einsum("sj,hjk,sk->hs", S, Jb, S)
 
 
+def _table_marginals(h, SA, SB, Jt, a):
+    EA = h[..., :a] @ SA.T + _pair_energy(SA, Jt[:, :a, :a])
+    EB = h[..., a:] @ SB.T + _pair_energy(SB, Jt[:, a:, a:])
+    X = torch.einsum("sj,hjk,tk->hst", SA, Jt[:, :a, a:], SB)  # (H, 2^a, 2^b)
+    L = EA[..., :, None] + EB[..., None, :] + X  # (B,H,2^a,2^b)
+    P = torch.softmax(L.reshape(*L.shape[:2], -1), -1).reshape(L.shape)
+    return torch.cat([P.sum(-1) @ (SA > 0).to(h.dtype), P.sum(-2) @ (SB > 0).to(h.dtype)], -1)
+
+
+def torch_split_halves(q, k, v, J):
+    """Exact Boltzmann attention in PyTorch alone: each query's 2^|A| x 2^|B|
+    table of energies E_A + E_B + s_A' J_AB s_B, its softmax summed against
+    the states (autograd gives the backward)."""
+    return _attention(q, k, v, J, _table_marginals)
+
+
+def _factorised_marginals(h, SA, SB, Jt, a):
+    X = (_pair_energy(SA, Jt[:, :a, :a])[:, :, None] + _pair_energy(SB, Jt[:, a:, a:])[:, None]
+         + torch.einsum("sj,hjk,tk->hst", SA, Jt[:, :a, a:], SB))  # (H, 2^a, 2^b)
+    K = torch.exp(X - X.amax(dim=(1, 2), keepdim=True))
+    uA, vB = h[..., :a] @ SA.T, h[..., a:] @ SB.T  # (B,H,2^a), (B,H,2^b)
+    eu = torch.exp(uA - uA.amax(-1, keepdim=True))
+    ev = torch.exp(vB - vB.amax(-1, keepdim=True))
+    R = torch.einsum("bht,hst->bhs", ev, K)  # (B,H,2^a)
+    L = torch.einsum("bhs,hst->bht", eu, K)  # (B,H,2^b)
+    Z = (eu * R).sum(-1, keepdim=True)
+    return torch.cat([(eu * R) @ (SA > 0).to(h.dtype), (ev * L) @ (SB > 0).to(h.dtype)], -1) / Z
+
+
 def torch_factorised(q, k, v, J):
-    """The library's own algorithm (spec section 4) in PyTorch: for query i
-    the n = i + 1 spins split into halves A and B, the coupling kernel
-    K = exp(X) over (sA, sB) is shared by the whole batch, and every query's
-    marginals come from two matrix products with it, R = ev K^T and
+    """The library's own algorithm (spec section 4) in PyTorch: the coupling
+    kernel K = exp(X) over (sA, sB) is shared by the whole batch, and every
+    query's marginals come from two matrix products with it, R = ev K^T and
     L = eu K (autograd gives the backward). Shifts by maxima keep the float
     exponentials in range for moderate couplings; a prototype would stop
     there."""
-    Bsz, H, T, d = q.shape
-    Jt = torch.triu(J, 1)
-    outs = []
-    for i in range(T):
-        n = i + 1
-        a = n // 2
-        h = torch.einsum("bhd,bhjd->bhj", q[:, :, i], k[:, :, :n]) / d ** 0.5  # (B,H,n)
-        SA, SB = states(a, q.dtype), states(n - a, q.dtype)
-        X = (_pair_energy(SA, Jt[:, :a, :a])[:, :, None] + _pair_energy(SB, Jt[:, a:n, a:n])[:, None]
-             + torch.einsum("sj,hjk,tk->hst", SA, Jt[:, :a, a:n], SB))  # (H, 2^a, 2^b)
-        K = torch.exp(X - X.amax(dim=(1, 2), keepdim=True))
-        uA, vB = h[..., :a] @ SA.T, h[..., a:] @ SB.T  # (B,H,2^a), (B,H,2^b)
-        eu = torch.exp(uA - uA.amax(-1, keepdim=True))
-        ev = torch.exp(vB - vB.amax(-1, keepdim=True))
-        R = torch.einsum("bht,hst->bhs", ev, K)  # (B,H,2^a)
-        L = torch.einsum("bhs,hst->bht", eu, K)  # (B,H,2^b)
-        Z = (eu * R).sum(-1, keepdim=True)
-        w = torch.cat([(eu * R) @ (SA > 0).to(q.dtype), (ev * L) @ (SB > 0).to(q.dtype)], -1) / Z
-        att = w / w.sum(-1, keepdim=True)
-        outs.append(torch.einsum("bhj,bhjd->bhd", att, v[:, :, :n]))
-    return torch.stack(outs, 2)
+    return _attention(q, k, v, J, _factorised_marginals)
