@@ -33,6 +33,9 @@
 #include <string.h>
 
 #include "internal.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define GAMMA ((256.0 + 4.0) * 0x1p-24)
 
@@ -159,10 +162,47 @@ static void test_f32_against_reference(void **state)
     assert_true(any > 1e-12); /* the float products ran */
 }
 
+/* The float products give the same bits on 1 and 2 threads (the kernel's
+ * row blocks and the products' splits depend on sizes, not on threads). */
+static void test_f32_thread_count(void **state)
+{
+    (void)state;
+#ifdef _OPENMP
+    enum { B = 8, T = 20 };
+    size_t TT = (size_t)T * T, n = (size_t)B * TT;
+    double *buf = calloc(8 * n + 3 * TT, sizeof(double));
+    assert_non_null(buf);
+    double *h = buf, *g = h + n, *l[2] = {g + n, g + 2 * n}, *dh[2] = {g + 3 * n, g + 4 * n};
+    double *J = g + 5 * n, *dJ[2] = {J + TT, J + 2 * TT};
+    ba_rng r;
+    ba_rng_seed(&r, 77);
+    fill(&r, CAT_RANDOM1, B, T, h, J, g);
+    char err[BA_ERR_LEN];
+    int saved = omp_get_max_threads();
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(k + 1);
+        ba_engine_ctx *c = ba_engine_ctx_new();
+        assert_non_null(c);
+        ba_engine_ctx_set_f32(c, 1);
+        assert_int_equal(ba_engine_forward_fast(c, B, T, h, J, T, l[k], err), BA_OK);
+        assert_int_equal(ba_engine_backward_fast(c, B, T, h, J, T, g, dh[k], dJ[k], err), BA_OK);
+        ba_engine_ctx_free(c);
+    }
+    omp_set_num_threads(saved);
+    assert_memory_equal(l[0], l[1], sizeof(double) * n);
+    assert_memory_equal(dh[0], dh[1], sizeof(double) * n);
+    assert_memory_equal(dJ[0], dJ[1], sizeof(double) * TT);
+    free(buf);
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f32_against_reference),
+        cmocka_unit_test(test_f32_thread_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
