@@ -26,7 +26,7 @@ help:
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
 	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR; MPI=N ranks)"
-	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long; no training)"
+	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long, results/converged; no training)"
 	@echo "make reproduce PRESET=converged   the headline cells trained to flat curves (hours; resumable)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
@@ -162,14 +162,21 @@ samplers-doc: build
 
 # docs/results.md from the committed full grid (results/full): summaries,
 # plots, couplings and the report are regenerated; nothing is trained. Once
-# results/long exists, its long-context section follows the full report.
+# results/long exists, its long-context section follows the full report;
+# once results/converged exists, its section follows, and the full report's
+# verdicts of those cells come from it.
 results-doc: build
 	SUMMARY_ONLY=1 OUT=results/full bash lab/reproduce.sh full $(BIN)
-	$(BIN) report results/full --preset full --link-prefix ../results/full/ > docs/results.md.tmp
+	if [ -d results/converged ]; then \
+	  SUMMARY_ONLY=1 OUT=results/converged bash lab/reproduce.sh converged $(BIN); fi
+	$(BIN) report results/full --preset full --link-prefix ../results/full/ \
+	  $$([ -d results/converged ] && echo --converged results/converged) > docs/results.md.tmp
 	if [ -d results/long ]; then \
 	  SUMMARY_ONLY=1 OUT=results/long bash lab/reproduce.sh long $(BIN) && \
 	  $(BIN) report results/long --preset long --section-only --link-prefix ../results/long/ >> docs/results.md.tmp; \
 	fi
+	if [ -d results/converged ]; then \
+	  $(BIN) report results/converged --preset converged --section-only >> docs/results.md.tmp; fi
 	mv docs/results.md.tmp docs/results.md
 
 # docs/approximate.md from the committed accuracy study (results/approx,

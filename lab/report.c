@@ -25,19 +25,23 @@ static opt report_opts[] = {
      "to its end with the section generated from OUT",
      0, 0},
     {"section-only", NULL, NULL,
-     "with --preset long: only the long-context section, with its own generator line (make "
-     "results-doc appends it to docs/results.md)", 0, 0},
+     "with --preset long or converged: only that preset's section, with its own generator "
+     "line (make results-doc appends it to docs/results.md)", 0, 0},
+    {"converged", "DIR", NULL,
+     "with --preset full: the converged preset's grids in DIR give the 'Against the paper' "
+     "rows of the cells they hold", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command report_cmd = {
     "report",
-    "OUT --preset quick|full|converged|samplers|long [--link-prefix P] [--section-only] | OUT "
-    "--samplers-doc DOC\n\n"
+    "OUT --preset quick|full|converged|samplers|long [--link-prefix P] [--section-only]\n"
+    "                 [--converged DIR] | OUT --samplers-doc DOC\n\n"
     "Writes the results report of OUT, the output directory of lab/reproduce.sh, to\n"
     "stdout as Markdown: every grid under OUT (a subdirectory with grid.json, written\n"
     "by 'boltzattn ablate'), its runs, summaries, convergence, figures and couplings;\n"
-    "the full preset adds the headline rows and the comparisons with the paper, the\n"
-    "long preset its long-context section (--section-only: that section alone).\n"
+    "the full preset adds the headline rows and the comparisons with the paper (with\n"
+    "--converged, those rows of the converged preset's cells from its runs), the long\n"
+    "and converged presets their sections (--section-only: that section alone).\n"
     "With --samplers-doc the section '## Training with sampled statistics' of DOC\n"
     "(from that line to the end) is regenerated from the grids of the samplers\n"
     "preset and DOC rewritten atomically.",
@@ -406,6 +410,13 @@ static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
                "grids are sized to resolve; otherwise the direction is named. Each grid's "
                "section has the table per cell.\n\n",
             CONV_LIMIT);
+    int code = rep_convergence_overview(c, gs, f);
+    fprintf(f, "\n");
+    return code;
+}
+
+int rep_convergence_overview(const command *c, const rep_grids *gs, FILE *f)
+{
     int rows = 0, code = 0;
     for (int i = 0; i < gs->n && !code; i++) {
         conv_cell *v;
@@ -420,7 +431,6 @@ static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
     }
     if (!rows)
         fprintf(f, "(no finished runs with periodic evaluations: `--eval-every` was not set)\n");
-    fprintf(f, "\n");
     return code;
 }
 
@@ -428,7 +438,28 @@ static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
 
 /* Every effect of a grid against softmax, with a verdict read off its
  * confidence interval; prefix (may be "") opens each row. */
-static int verdicts(const rep_grid *x, const char *prefix, FILE *f)
+static int has_int(const int *v, int n, int x)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
+/* Whether a grid of over holds the cell (task, T, C, FFN). */
+static int covered(const rep_grids *over, ba_task task, int T, int C, int ffn)
+{
+    for (int i = 0; over && i < over->n; i++) {
+        const lab_grid *g = &over->v[i].g;
+        if (g->task == task && has_int(g->T, g->nT, T) && has_int(g->C, g->nC, C) &&
+            has_int(g->ffn, g->nffn, ffn))
+            return 1;
+    }
+    return 0;
+}
+
+int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
+                 const rep_grids *over, FILE *f)
 {
     lab_effect_row *rows;
     int n;
@@ -440,6 +471,8 @@ static int verdicts(const rep_grid *x, const char *prefix, FILE *f)
         const lab_effect_row *r = &rows[i];
         const lab_arm *a = &g->arms[r->arm];
         if (r->arm == lab_softmax_arm(g)) /* the reference itself */
+            continue;
+        if (covered(over, g->task, r->T, r->C, r->ffn))
             continue;
         char eff[128] = "missing", label[96];
         const char *unit = pct ? " %" : "", *verdict = "not measured", *paper = "";
@@ -458,9 +491,9 @@ static int verdicts(const rep_grid *x, const char *prefix, FILE *f)
                                                    : "; the paper's value is outside the interval";
         }
         lab_arm_label(a, label, sizeof label);
-        fprintf(f, "%s| %s | %d | %d | %s | %s | %d/%d | %s | %s | %s%s |\n", prefix,
+        fprintf(f, "%s| %s | %d | %d | %s | %s | %d/%d | %s | %s | %s%s%s |\n", prefix,
                 ba_task_name(g->task), r->T, r->C, r->ffn ? "yes" : "no", label, r->pairs, r->seeds,
-                eff, r->paper ? r->paper : "", verdict, paper);
+                eff, r->paper ? r->paper : "", verdict, paper, note ? note : "");
     }
     free(rows);
     return 0;
@@ -516,17 +549,6 @@ static const char *const paper_grids[] = {"charlm-T12", "charlm", "brackets", "b
 static const char *const budget_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k"};
 static const char *const width_grids[] = {"brackets-width", "charlm-width"};
 
-#define VERDICT_HEAD                                                                         \
-    "| task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | paper | verdict |\n"  \
-    "|---|---|---|---|---|---|---|---|---|\n"
-
-static int has_int(const int *v, int n, int x)
-{
-    for (int i = 0; i < n; i++)
-        if (v[i] == x)
-            return 1;
-    return 0;
-}
 
 static int headlines(const rep_grids *gs, FILE *f)
 {
@@ -549,7 +571,7 @@ static int headlines(const rep_grids *gs, FILE *f)
 /* The verdict rows of those of the n named grids there are; with steps,
  * each row opens with its grid's steps. */
 static int verdict_grids(const rep_grids *gs, const char *const *names, size_t n, int steps,
-                         FILE *f)
+                         const rep_grids *over, FILE *f)
 {
     int code = 0;
     for (size_t i = 0; i < n; i++) {
@@ -557,23 +579,29 @@ static int verdict_grids(const rep_grids *gs, const char *const *names, size_t n
         char prefix[40] = "";
         if (x && steps)
             snprintf(prefix, sizeof prefix, "| %ld ", x->g.train.steps);
-        code |= x && verdicts(x, prefix, f);
+        code |= x && rep_verdicts(x, prefix, NULL, over, f);
     }
     return code;
 }
 #define NAMES(a) (a), sizeof(a) / sizeof(a)[0]
 
 /* What only the full preset has: the headline rows and the comparisons
- * with the paper. */
-static int full_sections(const command *c, const rep_grids *gs, FILE *f)
+ * with the paper; the rows of cells conv (the converged preset's grids, or
+ * NULL) holds come from conv. */
+static int full_sections(const command *c, const rep_grids *gs, const rep_grids *conv, FILE *f)
 {
     int code = headlines(gs, f), nb = 0;
     fprintf(f, "### Against the paper\n\n"
                "Every variant against softmax on the same seeds at the headline widths (effect: "
                "relative perplexity change, negative is better, for charlm; accuracy points for "
                "brackets; 95 %% confidence interval over seeds). The verdict is read off the "
-               "interval: 'better' or 'worse' only when it excludes zero.\n\n" VERDICT_HEAD);
-    code |= verdict_grids(gs, NAMES(paper_grids), 0, f);
+               "interval: 'better' or 'worse' only when it excludes zero.%s\n\n" REP_VERDICT_HEAD,
+            conv ? " Rows marked 'PRESET=converged' come from the converged preset's runs "
+                   "(section 'Converged headline rows', which says whether they are flat); they "
+                   "replace the fixed-budget rows of the same cells."
+                 : "");
+    code |= verdict_grids(gs, NAMES(paper_grids), 0, conv, f);
+    code |= conv && rep_converged_verdicts(conv, f);
     fprintf(f, "\n");
     for (size_t i = 0; i < sizeof budget_grids / sizeof budget_grids[0]; i++)
         nb += rep_grid_named(gs, budget_grids[i]) != NULL;
@@ -584,15 +612,15 @@ static int full_sections(const command *c, const rep_grids *gs, FILE *f)
                    "convergence overview); this shows whether the effect moves with it.\n\n"
                    "| steps | task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | "
                    "paper | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n");
-        code |= verdict_grids(gs, NAMES(budget_grids), 1, f);
+        code |= verdict_grids(gs, NAMES(budget_grids), 1, NULL, f);
         fprintf(f, "\n");
     }
     if (rep_grid_named(gs, width_grids[0]) || rep_grid_named(gs, width_grids[1])) {
         fprintf(f, "### Against the paper across widths (T = 16)\n\n"
                    "The same comparison at every width of the sweeps, so an effect can be seen to "
                    "grow, shrink or vanish as the model widens; where a width saturates (next "
-                   "table) no gap can show.\n\n" VERDICT_HEAD);
-        code |= verdict_grids(gs, NAMES(width_grids), 0, f);
+                   "table) no gap can show.\n\n" REP_VERDICT_HEAD);
+        code |= verdict_grids(gs, NAMES(width_grids), 0, NULL, f);
         fprintf(f, "\n");
     }
     const rep_grid *x = rep_grid_named(gs, "charlm-T12");
@@ -654,24 +682,30 @@ static int grid_section(const command *c, const rep_grid *x, const char *prefix,
     return 0;
 }
 
-/* The report, or with section_only the long preset's section alone. */
+/* The report, or with section_only the long or converged preset's section
+ * alone; conv: the converged preset's grids for the full report's verdicts
+ * (or NULL). */
 static int write_report(const command *c, const char *out, const char *preset,
-                        const char *prefix, const rep_grids *gs, int section_only)
+                        const char *prefix, const rep_grids *gs, int section_only,
+                        const rep_grids *conv)
 {
     out_file o;
     if (out_open(c, &o))
         return 1;
-    int code = 0;
+    int code = 0, converged = strcmp(preset, "converged") == 0;
     if (section_only)
-        code = rep_long_section(c, out, prefix, gs, 1, o.f);
+        code = converged ? rep_converged_section(c, out, gs, 1, o.f)
+                         : rep_long_section(c, out, prefix, gs, 1, o.f);
     else if (header(out, preset, gs, o.f))
         code = fail_lib(c, "out of memory", 1);
     if (!code && !section_only)
         code = conv_overview(c, gs, o.f);
-    if (!code && strcmp(preset, "full") == 0 && full_sections(c, gs, o.f))
+    if (!code && strcmp(preset, "full") == 0 && full_sections(c, gs, conv, o.f))
         code = fail_lib(c, "out of memory", 1);
     if (!code && !section_only && strcmp(preset, "long") == 0)
         code = rep_long_section(c, out, prefix, gs, 0, o.f);
+    if (!code && !section_only && converged)
+        code = rep_converged_section(c, out, gs, 0, o.f);
     for (int i = 0; i < gs->n && !code && !section_only; i++)
         code = grid_section(c, &gs->v[i], prefix, o.f);
     int bad = ferror(o.f);
@@ -709,14 +743,25 @@ int cmd_report(int argc, char **argv)
         strcmp(preset, "long") != 0)
         return usage_error(c, "unknown preset '%s' (quick|full|converged|samplers|long)", preset);
     int section = is_set(c, "section-only");
-    if (section && (!preset || strcmp(preset, "long") != 0))
-        return usage_error(c, "--section-only applies to --preset long");
-    rep_grids gs;
+    if (section && (!preset || (strcmp(preset, "long") != 0 && strcmp(preset, "converged") != 0)))
+        return usage_error(c, "--section-only applies to --preset long or converged");
+    const char *cdir = get_str(c, "converged");
+    if (cdir && (!preset || strcmp(preset, "full") != 0))
+        return usage_error(c, "--converged applies to --preset full");
+    if (cdir && !*cdir)
+        return usage_error(c, "--converged must not be empty");
+    rep_grids gs, conv;
     int code = rep_grids_load(c, out, &gs);
     if (code)
         return code;
+    if (cdir && (code = rep_grids_load(c, cdir, &conv))) {
+        rep_grids_free(&gs);
+        return code;
+    }
     code = doc ? rep_samplers_doc(c, out, doc, &gs)
-               : write_report(c, out, preset, prefix, &gs, section);
+               : write_report(c, out, preset, prefix, &gs, section, cdir ? &conv : NULL);
     rep_grids_free(&gs);
+    if (cdir)
+        rep_grids_free(&conv);
     return code;
 }

@@ -52,6 +52,32 @@ int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *
  * validation metric late in training. 0 or an exit code after printing. */
 int rep_convergence(const command *c, const rep_grid *x, FILE *f);
 
+/* The convergence overview's table: per grid the cell that moved most late
+ * in training and the verdict (flat, still improving, still getting worse).
+ * 0 or an exit code after printing. */
+int rep_convergence_overview(const command *c, const rep_grids *gs, FILE *f);
+
+/* The head of a verdict table, and its rows for one grid: every variant
+ * against softmax on the same seeds with the verdict read off the 95 %
+ * interval. prefix opens each row (extra leading columns), note ends its
+ * verdict (NULL: none); rows of cells that a grid of over holds are left
+ * out (over may be NULL). 0, or 1 out of memory. */
+#define REP_VERDICT_HEAD                                                                     \
+    "| task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | paper | verdict |\n"  \
+    "|---|---|---|---|---|---|---|---|---|\n"
+int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
+                 const rep_grids *over, FILE *f);
+
+/* report_converged.c: the verdict rows of the converged preset's grids
+ * (each marked with its budget), and its section: the grids and how far
+ * they are, whether they are flat, the verdicts, and per grid the final
+ * movement of every cell and its summary. standalone: the section opens
+ * with its own generator line (for docs/results.md). 0 or an exit code
+ * after printing. */
+int rep_converged_verdicts(const rep_grids *conv, FILE *f);
+int rep_converged_section(const command *c, const char *out, const rep_grids *gs, int standalone,
+                          FILE *f);
+
 /* report_couplings.c: a number of a JSON object (NAN when absent); the
  * paper's sign of J at distance d ("> 0", "< 0" or ""); and the table of
  * the grid's couplings analysis (x->dir/couplings/couplings.json) after
