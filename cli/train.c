@@ -222,9 +222,30 @@ static void print_final(const driver *d, ba_trainer *t, const ba_train_outcome *
         print_exact_skipped(stderr, "final", cfg);
 }
 
+/* The run record's name of this machine: its processor and cores, and
+ * under MPI the ranks (rank 0's machine named for all of them). */
+static const char *this_machine(char buf[256])
+{
+    char cpu[200];
+    cpu_model(cpu, sizeof cpu);
+    for (char *p = cpu; *p; p++) /* a text line, whatever /proc says */
+        if ((unsigned char)*p < 32 || *p == 127)
+            *p = ' ';
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = snprintf(buf, 256, "%s, %ld cores", cpu, cores > 0 ? cores : 1);
+    if (mpi_size() > 1 && n > 0 && n < 256)
+        snprintf(buf + n, 256 - (size_t)n, ", %d MPI ranks", mpi_size());
+    return buf;
+}
+
 int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
                 ba_train_outcome *out)
 {
+    char err[BA_ERR_LEN], machine[256];
+    /* the run record names the machine of every call (this one's always
+     * a valid line, so only memory can fail it) */
+    if (ba_trainer_set_machine(t, this_machine(machine), err))
+        return fail_lib(c, err, 1);
     ba_data_spec spec;
     ba_trainer_data_spec(t, &spec);
     driver d = {c, ba_trainer_settings(t), spec.task, verbose, 0, NAN, -1, 0};
@@ -244,7 +265,6 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     ba_train_hooks hooks = {on_record, on_progress, on_stop, &d, on_eval_progress};
-    char err[BA_ERR_LEN];
     int st = ba_trainer_run(t, dir, &hooks, out, err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

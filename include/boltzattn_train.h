@@ -259,6 +259,13 @@ typedef struct {
  * naming both). NULL or size 1: a single process again. */
 int ba_trainer_set_reducer(ba_trainer *t, const ba_reducer *r, char *err);
 
+/* Names the machine this process trains on (a line of printable text under
+ * 256 bytes, copied), for the run record: run.json lists every machine a
+ * run trained on, the earlier calls' (a resumed run's record) first, so
+ * that its training time can be read against them. Unset: this call's
+ * machine is not recorded. BA_ERR_ARG naming a bad machine. */
+int ba_trainer_set_machine(ba_trainer *t, const char *machine, char *err);
+
 /* A run directory's record, run.json: its settings and, when finished, its
  * result. */
 typedef enum {
@@ -278,6 +285,10 @@ typedef struct {
     char *train_json;  /* the settings object as stored (malloc'd) */
     char *error;       /* failed: the message (malloc'd), else NULL */
     int threads;       /* OpenMP threads the run used (0: not recorded) */
+    char **machines;   /* where it trained, first call first, each named once
+                        * (malloc'd strings, e.g. "Intel(R) Xeon(R) Processor,
+                        * 2 cores"); NULL with n_machines 0: not recorded */
+    int n_machines;
     size_t params;
     long step;         /* steps taken (at the last save point) */
     double train_s;    /* training time over every call */

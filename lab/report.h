@@ -34,6 +34,10 @@ void rep_grids_free(rep_grids *gs);
 void rep_date(char *buf, size_t n);
 /* The processors online (1 if unknown). */
 int rep_cores(void);
+/* One line: the machine and version that made the report, and the
+ * machines its runs' records name with their run counts (and how many
+ * records name none). 0, or 1 out of memory (nothing written). */
+int rep_machines(const rep_grids *gs, FILE *f);
 /* The grid's summary.md text with its first `skip` lines left out and
  * every "## " heading turned into `heading` followed by a space. 0, or 1
  * when out of memory (nothing written). */

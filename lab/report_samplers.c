@@ -288,9 +288,8 @@ static int doc_links(const rep_grid *x, const char *docdir, FILE *f)
 static int section(const command *c, const char *out, const char *doc, const rep_grids *gs,
                    FILE *f)
 {
-    char date[32], cpu[256], docdir[PATH_LEN];
+    char date[32], docdir[PATH_LEN];
     rep_date(date, sizeof date);
-    cpu_model(cpu, sizeof cpu);
     const char *slash = strrchr(doc, '/');
     snprintf(docdir, sizeof docdir, "%.*s", slash ? (int)(slash - doc) + (slash == doc) : 1,
              slash ? doc : ".");
@@ -298,9 +297,12 @@ static int section(const command *c, const char *out, const char *doc, const rep
                "of\n`make reproduce PRESET=samplers OUT=%s` (`lab/reproduce.sh samplers`): "
                "brackets and charlm at T = 8, softmax, exact boltzmann, and boltzmann trained and "
                "evaluated with each sampler at 64, 256 and 1024 shots per query, the same seeds, "
-               "data order and steps for all; one thread per run on %s, %d cores. Nothing below "
-               "is typed by hand.\n\n",
-            samplers_head, out, doc, date, out, cpu, rep_cores());
+               "data order and steps for all; one thread per run. Nothing below is typed by "
+               "hand.\n",
+            samplers_head, out, doc, date, out);
+    if (rep_machines(gs, f))
+        return 1;
+    fputc('\n', f);
     fprintf(f, "The gradient of a sampled run is the estimator of docs/design.md (\"Sampled "
                "attention\") with `beta_assumed` = 1: it treats the shots as if they came from the "
                "β = 1 distribution, whatever the sampler's real temperature. Sample quality is "

@@ -186,6 +186,11 @@ char *ba_json_own(char *s);
 struct cJSON *ba_config_json_object(const ba_config *cfg, const ba_data_spec *spec);
 int ba_config_from_object(const struct cJSON *o, ba_config *cfg, ba_data_spec *spec, char *err);
 
+/* Appends a copy of m to the list (*v, *n) unless it is there already:
+ * the machines of a run record. BA_OK or BA_ERR_NOMEM (list unchanged). */
+int ba_machines_add(char ***v, int *n, const char *m);
+void ba_machines_free(char **v, int n);
+
 /* The files of a run (src/state.c, src/runfiles.c): the settings' JSON
  * object and its
  * reader (which also returns the recorded thread count, may be NULL), the

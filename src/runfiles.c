@@ -333,6 +333,28 @@ int ba_log_trim(const char *path, long step, int drop_end, ba_log_check check, v
 
 /* ---------------------------------------------------------- run record */
 
+int ba_machines_add(char ***v, int *n, const char *m)
+{
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*v)[i], m) == 0)
+            return BA_OK;
+    char **w = realloc(*v, sizeof *w * (size_t)(*n + 1));
+    if (!w)
+        return BA_ERR_NOMEM;
+    *v = w;
+    if (!(w[*n] = strdup(m)))
+        return BA_ERR_NOMEM;
+    (*n)++;
+    return BA_OK;
+}
+
+void ba_machines_free(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static const char *const status_names[] = {"running", "stopped", "failed", "finished"};
 
 const char *ba_run_status_name(ba_run_status s)
@@ -359,6 +381,14 @@ int ba_run_write(const char *dir, const ba_run_info *r, char *err)
              cJSON_AddNumberToObject(o, "params", (double)r->params);
     if (ok && r->error)
         ok = cJSON_AddStringToObject(o, "error", r->error) != NULL;
+    if (ok && r->n_machines > 0) {
+        cJSON *ms = cJSON_AddArrayToObject(o, "machines");
+        ok = ms != NULL;
+        for (int i = 0; ok && i < r->n_machines; i++) {
+            cJSON *m = cJSON_CreateString(r->machines[i]);
+            ok = m && cJSON_AddItemToArray(ms, m);
+        }
+    }
     if (ok) {
         cJSON_AddItemToObject(o, "config", cfg);
         cJSON_AddItemToObject(o, "train", tr);
@@ -391,6 +421,7 @@ void ba_run_info_clear(ba_run_info *r)
     free(r->config_json);
     free(r->train_json);
     free(r->error);
+    ba_machines_free(r->machines, r->n_machines);
     memset(r, 0, sizeof *r);
 }
 
@@ -430,6 +461,16 @@ static int run_from_object(const cJSON *o, ba_run_info *r, char *err)
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
     if (cJSON_IsString(e) && !(r->error = strdup(e->valuestring)))
         return ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    /* absent from records written before machines were recorded */
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "machines"), *m;
+    if (ms && !cJSON_IsArray(ms))
+        return ba_fail(err, BA_ERR_FORMAT, "run record field 'machines' is not an array");
+    cJSON_ArrayForEach(m, ms) {
+        if (!cJSON_IsString(m))
+            return ba_fail(err, BA_ERR_FORMAT, "run record field 'machines' holds a non-string");
+        if (ba_machines_add(&r->machines, &r->n_machines, m->valuestring))
+            return ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    }
     if (r->status != BA_RUN_FINISHED)
         return BA_OK;
     const cJSON *res = cJSON_GetObjectItemCaseSensitive(o, "result");

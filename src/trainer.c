@@ -37,6 +37,9 @@ struct ba_trainer {
     ba_approx_stats approx; /* approximate engines' counts since the last train record */
     ba_reducer red;      /* a replica of a data-parallel run when red.size > 1 */
     double *rbuf;        /* (ba_par_buf_len) the reducer's buffer */
+    char *machine;       /* this process's machine (ba_trainer_set_machine), or NULL */
+    char **machines;     /* the run record's list: earlier calls' first */
+    int n_machines, machines_read;
 };
 
 static int parallel(const ba_trainer *t) { return t->red.size > 1; }
@@ -310,7 +313,46 @@ void ba_trainer_free(ba_trainer *t)
     free(t->in);
     free(t->tg);
     free(t->rbuf);
+    free(t->machine);
+    ba_machines_free(t->machines, t->n_machines);
     free(t);
+}
+
+int ba_trainer_set_machine(ba_trainer *t, const char *machine, char *err)
+{
+    if (!t || !machine)
+        return ba_fail(err, BA_ERR_ARG, "ba_trainer_set_machine: t and machine must not be NULL");
+    size_t len = strlen(machine);
+    if (len == 0 || len >= 256)
+        return ba_fail(err, BA_ERR_ARG, "machine: %zu bytes; give 1 to 255", len);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)machine[i] < 32 || machine[i] == 127)
+            return ba_fail(err, BA_ERR_ARG, "machine: control character at byte %zu", i);
+    char *m = strdup(machine);
+    if (!m)
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    free(t->machine);
+    t->machine = m;
+    return BA_OK;
+}
+
+/* The run record's machines: a restored run's recorded ones (read once;
+ * a record that cannot be read, say one of an older layout, adds none)
+ * and this call's. */
+static int note_machine(ba_trainer *t, const char *dir, char *err)
+{
+    if (!t->machines_read && t->restored) {
+        ba_run_info prev;
+        if (ba_run_read(dir, &prev, NULL) == BA_OK) {
+            t->machines = prev.machines, t->n_machines = prev.n_machines;
+            prev.machines = NULL, prev.n_machines = 0;
+        }
+        ba_run_info_clear(&prev);
+    }
+    t->machines_read = 1;
+    if (t->machine && ba_machines_add(&t->machines, &t->n_machines, t->machine))
+        return ba_fail(err, BA_ERR_NOMEM, "out of memory");
+    return BA_OK;
 }
 
 ba_model *ba_trainer_model(ba_trainer *t) { return t->m; }
@@ -431,6 +473,7 @@ static int write_run(run_ctx *c, ba_run_status status, const ba_record *final, c
     r.params = ba_model_num_params(c->t->m);
     r.step = c->out->saved_step > 0 ? c->out->saved_step : 0;
     r.train_s = c->out->train_s_total;
+    r.machines = c->t->machines, r.n_machines = c->t->n_machines;
     if (final) {
         r.result = final->eval;
         r.has_exact = final->has_exact;
@@ -775,7 +818,9 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
     run_ctx c = {t, dir, hooks, NULL, "", 0, ba_model_step_count(t->m), out, 0};
     out->saved_step = dir && t->restored ? c.start : -1;
     out->step = c.start;
-    int rc = dir ? open_log(&c, err) : BA_OK;
+    int rc = dir ? note_machine(t, dir, err) : BA_OK;
+    if (rc == BA_OK && dir)
+        rc = open_log(&c, err);
     if (!dir && t->prior_s < 0)
         t->prior_s = 0;
     c.t0 = now_s();

@@ -245,6 +245,10 @@ static void test_resume_run_dir(void **state)
 
     /* stopped after step 17: a save point there */
     t = fresh(d, 0);
+    assert_int_equal(ba_trainer_set_machine(t, "", err), BA_ERR_ARG);
+    assert_int_equal(ba_trainer_set_machine(t, "box\none", err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "byte 3"));
+    assert_int_equal(ba_trainer_set_machine(t, "box one, 2 cores", err), BA_OK);
     hook_state hb = {17, 0, {0}};
     hooks.user = &hb;
     ba_train_outcome ob;
@@ -270,6 +274,7 @@ static void test_resume_run_dir(void **state)
     snprintf(path, sizeof path, "%s/state.safetensors", B);
     if (ba_trainer_restore(&t, path, d, NULL, err))
         fail_msg("restore: %s", err);
+    assert_int_equal(ba_trainer_set_machine(t, "box two, 4 cores", err), BA_OK);
     hook_state hc = {0, 17, {0}};
     hooks.user = &hc;
     assert_int_equal(ba_trainer_run(t, B, &hooks, &ob, err), BA_OK);
@@ -320,7 +325,28 @@ static void test_resume_run_dir(void **state)
     assert_int_equal(ra.spec.task, BA_TASK_BRACKETS);
     assert_int_equal(ra.config.n_head, 2);
     assert_true(rb.train_s >= 0 && isfinite(rb.train_s));
+    /* the machines: none set for A; B's first call's, then the resume's */
+    assert_int_equal(ra.n_machines, 0);
+    assert_int_equal(rb.n_machines, 2);
+    assert_string_equal(rb.machines[0], "box one, 2 cores");
+    assert_string_equal(rb.machines[1], "box two, 4 cores");
     ba_run_info_clear(&ra), ba_run_info_clear(&rb);
+    /* a damaged list is named */
+    snprintf(path, sizeof path, "%s/run.json", B);
+    f = fopen(path, "r");
+    char text[8192];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    char *at = strstr(text, "\"box two, 4 cores\"");
+    assert_non_null(at);
+    memcpy(at, "17                ", 18); /* same length: a number in the list */
+    f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(ba_run_read(B, &rb, err), BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "'machines'"));
+    ba_run_info_clear(&rb);
     ba_dataset_free(d);
 }
 
