@@ -288,6 +288,17 @@ struct cJSON *ba_record_object(const ba_record *r, struct cJSON *config, struct 
 typedef int (*ba_log_check)(const char *config_line, void *user, char *err);
 int ba_log_trim(const char *path, long step, int drop_end, ba_log_check check, void *user,
                 double *logged_s, char *err);
+/* BA_OK when the config record line of logpath's log describes the run of
+ * mine, mine_spec and the settings JSON mine_train (threads and the data
+ * path may differ: a resumed run may change both); else BA_ERR_ARG with a
+ * message naming the first key that differs, or BA_ERR_FORMAT for a record
+ * that cannot be read. */
+int ba_log_same_run(const char *logpath, const char *config_line, const ba_config *mine,
+                    const ba_data_spec *mine_spec, const char *mine_train, char *err);
+/* The log opened for appending (truncated when fresh), never through a
+ * symbolic link and only when it is a regular file; NULL with errno set
+ * (ELOOP or EINVAL for a link or another kind of file). */
+FILE *ba_log_open(const char *path, int fresh);
 
 /* Safetensors helpers for messages: "F32", and "[2, 3]". */
 const char *ba_dtype_name(ba_dtype d);

@@ -1,13 +1,16 @@
 /* The records of a run: the lines of metrics.jsonl (ba_record) and its
- * trimming on resume, and the run record (run.json). The loop that writes
- * them is src/trainer.c. */
+ * trimming on resume, the check that a resumed run's log is its own, and the
+ * run record (run.json). The loop that writes them is src/trainer.c. */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- records */
@@ -513,4 +516,100 @@ int ba_run_read(const char *dir, ba_run_info *r, char *err)
         return ba_fail(err, rc, "%.200s: %s", path, why);
     }
     return BA_OK;
+}
+
+/* 1 after writing the message when the state's object (st) and the log's
+ * (lg) differ in a key other than "threads" and "data" (a resumed run may
+ * change both); 0 when they agree. */
+static int differs(const char *what, const cJSON *st, const cJSON *lg, const char *logpath,
+                   char *err)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (const cJSON *x = (pass ? lg : st)->child; x; x = x->next) {
+            if (!strcmp(x->string, "threads") || !strcmp(x->string, "data"))
+                continue;
+            const cJSON *y = cJSON_GetObjectItemCaseSensitive(pass ? st : lg, x->string);
+            if (y && cJSON_Compare(x, y, 1))
+                continue;
+            const cJSON *vs = pass ? y : x, *vl = pass ? x : y;
+            char *ps = vs ? cJSON_PrintUnformatted(vs) : NULL;
+            char *pl = vl ? cJSON_PrintUnformatted(vl) : NULL;
+            ba_fail(err, BA_ERR_ARG,
+                    "%.200s is the log of another run: its %s has %s = %.60s, the state's "
+                    "%.60s; resume a state with its own log, or start a new run",
+                    logpath, what, x->string, pl ? pl : "(nothing)", ps ? ps : "(nothing)");
+            cJSON_free(ps);
+            cJSON_free(pl);
+            return 1;
+        }
+    return 0;
+}
+
+/* The log of a restored run must be its own (ba_log_same_run in
+ * internal.h): the config record's model, data and settings, compared as
+ * the state's after both are read by the
+ * same readers (so a log of an older version compares by meaning, not by
+ * spelling). */
+int ba_log_same_run(const char *logpath, const char *config_line, const ba_config *mine,
+                    const ba_data_spec *mine_spec, const char *mine_train, char *err)
+{
+    cJSON *rec = cJSON_Parse(config_line);
+    const cJSON *lc = cJSON_GetObjectItemCaseSensitive(rec, "config");
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(rec, "train");
+    char *ctext = lc ? cJSON_PrintUnformatted(lc) : NULL;
+    ba_config cfg;
+    ba_data_spec spec;
+    ba_train_settings s;
+    char why[BA_ERR_LEN];
+    int rc = BA_OK;
+    if (!ctext || ba_config_from_json(ctext, &cfg, &spec, why) ||
+        ba_settings_from_object(lt, &s, NULL, NULL, why))
+        rc = ba_fail(err, BA_ERR_FORMAT, "%.200s: its config record is unreadable: %s",
+                     logpath, ctext ? why : "no config");
+    cJSON_free(ctext);
+    cJSON *mine_c = NULL, *log_c = NULL, *mine_t = NULL, *log_t = NULL;
+    if (rc == BA_OK) {
+        mine_c = ba_config_json_object(mine, mine_spec);
+        log_c = ba_config_json_object(&cfg, &spec);
+        mine_t = cJSON_Parse(mine_train);
+        log_t = ba_settings_json_object(&s, NULL);
+        /* the data's fingerprint, where the log has it */
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(lt, "data_hash");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(lt, "data_bytes");
+        if (log_t && h && b) {
+            cJSON_AddItemToObject(log_t, "data_bytes", cJSON_Duplicate(b, 1));
+            cJSON_AddItemToObject(log_t, "data_hash", cJSON_Duplicate(h, 1));
+        } else if (mine_t) {
+            cJSON_DeleteItemFromObjectCaseSensitive(mine_t, "data_bytes");
+            cJSON_DeleteItemFromObjectCaseSensitive(mine_t, "data_hash");
+        }
+        if (!mine_c || !log_c || !mine_t || !log_t)
+            rc = ba_fail(err, BA_ERR_NOMEM, "out of memory");
+        else if (differs("config", mine_c, log_c, logpath, err) ||
+                 differs("settings", mine_t, log_t, logpath, err))
+            rc = BA_ERR_ARG;
+    }
+    cJSON_Delete(mine_c), cJSON_Delete(log_c), cJSON_Delete(mine_t), cJSON_Delete(log_t);
+    cJSON_Delete(rec);
+    return rc;
+}
+
+/* The log opened for appending (ba_log_open in internal.h), never through a symbolic link (a planted
+ * link would send the records, or a fresh run's truncation, to its target)
+ * and only when it is a regular file; truncated for a fresh run. */
+FILE *ba_log_open(const char *path, int fresh)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                            (fresh ? O_TRUNC : 0), 0666);
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "a") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    return f;
 }
