@@ -514,6 +514,29 @@ static int covered(const rep_grids *over, ba_task task, int T, int C, int ffn)
     return 0;
 }
 
+void rep_effect_text(ba_task task, const lab_effect_row *r, char *eff, size_t n,
+                     const char **verdict, const char **paper)
+{
+    int pct = task == BA_TASK_CHARLM;
+    const char *unit = pct ? " %" : "";
+    snprintf(eff, n, "missing");
+    *verdict = "not measured", *paper = "";
+    if (!isnan(r->effect) && isnan(r->lo)) {
+        snprintf(eff, n, "%+.2f%s (one pair)", r->effect, unit);
+        *verdict = "too few seeds";
+    } else if (!isnan(r->effect)) {
+        snprintf(eff, n, "%+.2f%s [%+.2f, %+.2f]", r->effect, unit, r->lo, r->hi);
+        int better = pct ? -1 : 1; /* lower perplexity is better */
+        *verdict = r->lo > 0 || r->hi < 0 ? (r->effect * better > 0 ? "better than softmax"
+                                                                     : "worse than softmax")
+                                          : "no resolved difference";
+        double pv = r->paper ? strtod(r->paper, NULL) : 0; /* "-1.08 %" is -1.08 */
+        if (r->paper)
+            *paper = pv >= r->lo && pv <= r->hi ? "; the paper's value is inside the interval"
+                                                : "; the paper's value is outside the interval";
+    }
+}
+
 int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
                  const rep_grids *over, FILE *f)
 {
@@ -522,7 +545,6 @@ int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
     if (lab_effect_rows(&x->cs, &rows, &n))
         return 1;
     const lab_grid *g = &x->g;
-    int pct = g->task == BA_TASK_CHARLM;
     for (int i = 0; i < n; i++) {
         const lab_effect_row *r = &rows[i];
         const lab_arm *a = &g->arms[r->arm];
@@ -530,22 +552,9 @@ int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
             continue;
         if (covered(over, g->task, r->T, r->C, r->ffn))
             continue;
-        char eff[128] = "missing", label[96];
-        const char *unit = pct ? " %" : "", *verdict = "not measured", *paper = "";
-        if (!isnan(r->effect) && isnan(r->lo)) {
-            snprintf(eff, sizeof eff, "%+.2f%s (one pair)", r->effect, unit);
-            verdict = "too few seeds";
-        } else if (!isnan(r->effect)) {
-            snprintf(eff, sizeof eff, "%+.2f%s [%+.2f, %+.2f]", r->effect, unit, r->lo, r->hi);
-            int better = pct ? -1 : 1; /* lower perplexity is better */
-            verdict = r->lo > 0 || r->hi < 0 ? (r->effect * better > 0 ? "better than softmax"
-                                                                        : "worse than softmax")
-                                             : "no resolved difference";
-            double pv = r->paper ? strtod(r->paper, NULL) : 0; /* "-1.08 %" is -1.08 */
-            if (r->paper)
-                paper = pv >= r->lo && pv <= r->hi ? "; the paper's value is inside the interval"
-                                                   : "; the paper's value is outside the interval";
-        }
+        char eff[128], label[96];
+        const char *verdict, *paper;
+        rep_effect_text(g->task, r, eff, sizeof eff, &verdict, &paper);
         lab_arm_label(a, label, sizeof label);
         fprintf(f, "%s| %s | %d | %d | %s | %s | %d/%d | %s | %s | %s%s%s |\n", prefix,
                 ba_task_name(g->task), r->T, r->C, r->ffn ? "yes" : "no", label, r->pairs, r->seeds,
@@ -659,6 +668,7 @@ static int full_sections(const command *c, const rep_grids *gs, const rep_grids 
     code |= verdict_grids(gs, NAMES(paper_grids), 0, conv, f);
     code |= conv && rep_converged_verdicts(conv, f);
     fprintf(f, "\n");
+    code |= conv && rep_converged_changes(gs, NAMES(paper_grids), conv, f);
     for (size_t i = 0; i < sizeof budget_grids / sizeof budget_grids[0]; i++)
         nb += rep_grid_named(gs, budget_grids[i]) != NULL;
     if (nb > 1) {

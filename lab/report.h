@@ -72,6 +72,12 @@ int rep_convergence_overview(const command *c, const rep_grids *gs, FILE *f);
 int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
                  const rep_grids *over, FILE *f);
 
+/* The effect column of a verdict row (eff, n bytes: the effect with its
+ * interval, "one pair" or "missing"), its verdict and the note on the
+ * paper's value ("" when there is none); every string but eff static. */
+void rep_effect_text(ba_task task, const lab_effect_row *r, char *eff, size_t n,
+                     const char **verdict, const char **paper);
+
 /* report_converged.c: the verdict rows of the converged preset's grids
  * (each marked with its budget), and its section: the grids and how far
  * they are, whether they are flat, the verdicts, and per grid the final
@@ -81,6 +87,13 @@ int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
 int rep_converged_verdicts(const rep_grids *conv, FILE *f);
 int rep_converged_section(const command *c, const char *out, const rep_grids *gs, int standalone,
                           FILE *f);
+/* The table "What the longer budget changed": every verdict row of a
+ * converged grid beside the row of the same cell and variant in the first
+ * of the n grids of gs named in names (the fixed-budget preset's) that
+ * has one, and whether the verdict changed. Nothing when no row pairs up.
+ * 0, or 1 out of memory. */
+int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t n,
+                          const rep_grids *conv, FILE *f);
 
 /* report_couplings.c: a number of a JSON object (NAN when absent); the
  * paper's sign of J at distance d ("> 0", "< 0" or ""); and the table of

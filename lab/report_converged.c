@@ -8,7 +8,10 @@
  * results/converged`). */
 #include "report.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* The grids lab/reproduce.sh's converged preset makes, by their names. */
 static const char *const conv_grids[] = {"charlm-T12", "brackets-T16", "brackets-T20"};
@@ -91,5 +94,100 @@ int rep_converged_section(const command *c, const char *out, const rep_grids *gs
                     code = lab_summary_section(&x->cs, x->g.T[t], x->g.C[ci], x->g.ffn[fi], f) < 0;
                 }
     }
+    return code;
+}
+
+/* ------------------------------------------- against the fixed budget */
+
+/* The row of the variant labelled label in (T, C, FFN) among the n rows of
+ * grid x, or NULL. */
+static const lab_effect_row *row_of(const rep_grid *x, const lab_effect_row *rows, int n,
+                                    const char *label, int T, int C, int ffn)
+{
+    for (int i = 0; i < n; i++) {
+        char l[96];
+        lab_arm_label(&x->g.arms[rows[i].arm], l, sizeof l);
+        if (rows[i].T == T && rows[i].C == C && rows[i].ffn == ffn && !strcmp(l, label))
+            return &rows[i];
+    }
+    return NULL;
+}
+
+/* One budget's columns: steps and pairs/seeds, effect, verdict. */
+static void budget_cols(const rep_grid *x, const lab_effect_row *r, FILE *f)
+{
+    char eff[128];
+    const char *verdict, *paper;
+    rep_effect_text(x->g.task, r, eff, sizeof eff, &verdict, &paper);
+    fprintf(f, " %ld, %d/%d | %s | %s |", x->g.train.steps, r->pairs, r->seeds, eff, verdict);
+}
+
+/* Whether the two rows' verdicts differ: "no", "yes", or "not yet" while
+ * the converged row has no interval. */
+static const char *changed(const rep_grid *fx, const lab_effect_row *fr, const rep_grid *cx,
+                           const lab_effect_row *cr)
+{
+    char eff[128];
+    const char *fv, *cv, *paper;
+    if (isnan(cr->lo))
+        return "not yet (no interval)";
+    rep_effect_text(fx->g.task, fr, eff, sizeof eff, &fv, &paper);
+    rep_effect_text(cx->g.task, cr, eff, sizeof eff, &cv, &paper);
+    return strcmp(fv, cv) ? "**yes**" : "no";
+}
+
+int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t n,
+                          const rep_grids *conv, FILE *f)
+{
+    const rep_grid **fx = calloc(n ? n : 1, sizeof *fx);
+    lab_effect_row **frows = calloc(n ? n : 1, sizeof *frows);
+    int *fn = calloc(n ? n : 1, sizeof *fn), code = !fx || !frows || !fn, head = 0;
+    for (size_t k = 0; k < n && !code; k++)
+        if ((fx[k] = rep_grid_named(gs, names[k])) && lab_effect_rows(&fx[k]->cs, &frows[k], &fn[k]))
+            code = 1;
+    for (int i = 0; i < conv->n && !code; i++) {
+        const rep_grid *cx = &conv->v[i];
+        lab_effect_row *rows;
+        int nr;
+        if (lab_effect_rows(&cx->cs, &rows, &nr)) {
+            code = 1;
+            break;
+        }
+        for (int j = 0; j < nr; j++) {
+            const lab_effect_row *cr = &rows[j];
+            if (cr->arm == lab_softmax_arm(&cx->g))
+                continue;
+            char label[96];
+            lab_arm_label(&cx->g.arms[cr->arm], label, sizeof label);
+            const lab_effect_row *fr = NULL;
+            size_t k = 0;
+            for (; k < n && !fr; k++)
+                if (fx[k] && fx[k]->g.task == cx->g.task)
+                    fr = row_of(fx[k], frows[k], fn[k], label, cr->T, cr->C, cr->ffn);
+            if (!fr)
+                continue;
+            if (!head++)
+                fprintf(f, "### What the longer budget changed\n\n"
+                           "Each converged row beside the fixed-budget row of the same cell and "
+                           "variant (its grid's steps, pairs/seeds, effect and verdict; the same "
+                           "seeds where both have them). 'changed' compares the verdicts alone: an "
+                           "effect that moved inside an interval that still holds zero is 'no'.\n\n"
+                           "| task | T | C | FFN | variant | fixed budget: steps, pairs/seeds | "
+                           "effect [95 %% CI] | verdict | converged: steps, pairs/seeds | effect "
+                           "[95 %% CI] | verdict | changed |\n"
+                           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+            fprintf(f, "| %s | %d | %d | %s | %s |", ba_task_name(cx->g.task), cr->T, cr->C,
+                    cr->ffn ? "yes" : "no", label);
+            budget_cols(fx[k - 1], fr, f);
+            budget_cols(cx, cr, f);
+            fprintf(f, " %s |\n", changed(fx[k - 1], fr, cx, cr));
+        }
+        free(rows);
+    }
+    if (head)
+        fprintf(f, "\n");
+    for (size_t k = 0; k < n && frows; k++)
+        free(frows[k]);
+    free(fx), free(frows), free(fn);
     return code;
 }

@@ -210,8 +210,32 @@ check "the converged section alone: generator, grids, verdicts, per-cell movemen
     has "$TMP/cvs.md" "### charlm-T12: the final movement of each cell" && ! grep -q "^# Results" "$TMP/cvs.md"'
 "$BIN" report "$CV" --preset full --converged "$CV" >"$TMP/cvf.md" 2>/dev/null
 check "a full report takes the converged cells' verdict rows from --converged, once each" '
-    [ "$(grep -c "^| charlm | 12 | 32 | yes | boltzmann |" "$TMP/cvf.md")" = 1 ] &&
+    [ "$(grep -c "^| charlm | 12 | 32 | yes | boltzmann | [0-9]*/[0-9]* |" "$TMP/cvf.md")" = 1 ] &&
     grep -q "^| charlm | 12 | 32 | yes | boltzmann | 1/1 | .* | -1.08 % | too few seeds; PRESET=converged, 20 steps |$" "$TMP/cvf.md"'
+check "a toy budget's rows beside themselves: paired, no interval yet" '
+    has "$TMP/cvf.md" "### What the longer budget changed" &&
+    [ "$(grep -c "^| charlm | 12 | 32 | yes | [a-z]* | 20, 1/1 | .* | 20, 1/1 | .* | not yet (no interval) |$" "$TMP/cvf.md")" = 3 ]'
+# the committed full preset against its own 80,000-step budget grid posing
+# as a converged charlm-T12: the verdict that changed is marked, the rest
+# of the rows are the fixed budget's
+FULL="$(cd "$(dirname "$0")/.." && pwd)/results/full"
+if [ -f "$FULL/charlm-80k/grid.json" ]; then
+    mkdir -p "$TMP/c80" && cp -r "$FULL/charlm-80k" "$TMP/c80/charlm-T12"
+    "$BIN" report "$FULL" --preset full --converged "$TMP/c80" >"$TMP/c80.md" 2>"$TMP/c80.err"
+    check "a verdict the longer budget changed is marked, with both budgets" '[ $? = 0 ] &&
+        [ "$(grep -c "^| charlm | 12 | 32 | yes | " "$TMP/c80.md")" = 2 ] &&
+        grep -q "^| charlm | 12 | 32 | yes | boltzmann | 20000, 10/10 | -0.66 % \[-1.18, -0.14\] | better than softmax | 80000, 5/5 | -0.20 % \[-2.50, +2.09\] | no resolved difference | \*\*yes\*\* |$" "$TMP/c80.md"' ||
+        cat "$TMP/c80.err"
+    "$BIN" report "$FULL" --preset full --converged "$FULL" >"$TMP/self.md" 2>/dev/null
+    # a row whose two budgets are the same grid's numbers must say "no"
+    same_rows() { sed -n "/^### What the longer budget changed/,/^### The headline row/p" "$1" |
+        awk -F' [|] ' '/^[|] [a-z]/ { if ($6 == $9 && $7 == $10 && $8 == $11) { n++; if ($12 != "no |") bad++ } }
+            END { print (n > 20 && !bad) ? "unchanged" : n + 0 " rows, " bad + 0 " changed" }'; }
+    check "the full preset beside itself: rows of one grid on both sides unchanged" '[ $? = 0 ] &&
+        [ "$(same_rows "$TMP/self.md")" = unchanged ]'
+else
+    echo "SKIP the committed full preset's budget grids: $FULL/charlm-80k not found"
+fi
 expect 2 "--converged applies to --preset full" -- "$BIN" report "$CV" --preset quick --converged "$CV"
 expect 2 "--section-only applies to --preset long or converged" -- "$BIN" report "$CV" --preset full --section-only
 expect 2 "is not a directory" -- "$BIN" report "$CV" --preset full --converged "$TMP/nonexistent"
