@@ -47,10 +47,6 @@ static const command report_cmd = {
     "preset and DOC rewritten atomically.",
     report_opts};
 
-/* 'flat' means every cell of a grid moved by less than this (% of
- * perplexity or accuracy points) late in training: half the effect the
- * grids are sized to resolve. */
-#define CONV_LIMIT 0.5
 /* The largest thread count of a run the header lists. */
 #define MAX_THREADS 4096
 
@@ -330,132 +326,6 @@ static int header(const char *out, const char *preset, const rep_grids *gs, FILE
     return 0;
 }
 
-/* --------------------------------------------------------- convergence */
-
-/* How much a run's validation metric still moved late in training: from
- * the periodic evaluation nearest 70 % of its steps (the one before the
- * last when that is the last) to the last one, the same items both times:
- * charlm in % of perplexity, brackets in accuracy points. 0 when the run
- * has fewer than two periodic evaluations. */
-static int late_change(const command *c, const lab_run *r, double *d, long *from, long *to,
-                       int *code)
-{
-    ba_record *recs;
-    int n, ne = 0, best = -1, prev = -1, last = -1;
-    if ((*code = lab_metrics_read(c, r->dir, &recs, &n)))
-        return 0;
-    double target = 0.7 * (double)r->steps;
-    for (int i = 0; i < n; i++) {
-        if (recs[i].kind != BA_REC_EVAL)
-            continue;
-        ne++;
-        if (best < 0 || fabs(recs[i].step - target) < fabs(recs[best].step - target))
-            best = i;
-        prev = last, last = i;
-    }
-    if (ne >= 2) {
-        best = best == last ? prev : best; /* else the last against itself */
-        const ba_eval_result *a = &recs[best].eval, *b = &recs[last].eval;
-        *d = r->task == BA_TASK_CHARLM ? 100.0 * (b->ppl / a->ppl - 1.0)
-                                       : 100.0 * (b->accuracy - a->accuracy);
-        *from = recs[best].step, *to = recs[last].step;
-    }
-    free(recs);
-    return ne >= 2;
-}
-
-/* One (T, C, FFN) of a grid: the late changes of its runs. */
-typedef struct {
-    int T, C, ffn;
-    ba_running s;             /* the changes: their count and mean */
-    double largest, top;      /* top: |largest| */
-    long from, to;
-} conv_cell;
-
-static int conv_cmp(const void *pa, const void *pb)
-{
-    const conv_cell *a = pa, *b = pb;
-    return a->T != b->T ? (a->T > b->T) - (a->T < b->T)
-           : a->C != b->C ? (a->C > b->C) - (a->C < b->C)
-                          : a->ffn - b->ffn;
-}
-
-/* The grid's cells with finished runs that have learning curves, sorted
- * by T, C and FFN (without FFN first). *out malloc'd. */
-static int conv_cells(const command *c, const rep_grid *x, conv_cell **out, int *n)
-{
-    const lab_cells *cs = &x->cs;
-    *n = 0;
-    if (!(*out = calloc((size_t)cs->n + 1, sizeof **out)))
-        return fail_lib(c, "out of memory", 1);
-    int code = 0;
-    for (int i = 0; i < cs->n && !code; i++) {
-        const lab_cell *cell = &cs->cells[i];
-        double d = 0;
-        long from = 0, to = 0;
-        if (!cell->run || !late_change(c, cell->run, &d, &from, &to, &code))
-            continue;
-        int k = 0;
-        while (k < *n && !((*out)[k].T == cell->T && (*out)[k].C == cell->C &&
-                           (*out)[k].ffn == cell->ffn))
-            k++;
-        conv_cell *v = &(*out)[k];
-        if (k == *n) {
-            (*n)++;
-            v->T = cell->T, v->C = cell->C, v->ffn = cell->ffn;
-        }
-        ba_running_add(&v->s, d);
-        if (fabs(d) > v->top)
-            v->top = fabs(d), v->largest = d;
-        v->from = from, v->to = to;
-    }
-    if (*n)
-        qsort(*out, (size_t)*n, sizeof **out, conv_cmp);
-    return code;
-}
-
-static const char *conv_unit(ba_task t)
-{
-    return t == BA_TASK_CHARLM ? "% of perplexity" : "accuracy points";
-}
-
-/* The convergence table of a grid: per cell, the mean and the largest
- * change over its runs. */
-static void conv_table(const rep_grid *x, const conv_cell *v, int n, FILE *f)
-{
-    if (n == 0) {
-        fprintf(f, "(no finished runs with learning curves)\n");
-        return;
-    }
-    fprintf(f, "| T | C | FFN | runs | mean change (%s) | largest change | steps compared |\n",
-            conv_unit(x->g.task));
-    fprintf(f, "|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "| %d | %d | %s | %d | %+.2f | %+.2f | %ld -> %ld |\n", v[i].T, v[i].C,
-                v[i].ffn ? "yes" : "no", (int)v[i].s.n, v[i].s.mean, v[i].largest,
-                v[i].from, v[i].to);
-}
-
-/* The overview's row of a grid: the cell whose mean change is largest in
- * size, and the verdict. */
-static void conv_row(const rep_grid *x, const conv_cell *v, int n, FILE *f)
-{
-    int runs = 0, m = 0;
-    for (int i = 0; i < n; i++) {
-        runs += (int)v[i].s.n;
-        if (fabs(v[i].s.mean) > fabs(v[m].s.mean))
-            m = i;
-    }
-    double mean = v[m].s.mean;
-    int lm = x->g.task == BA_TASK_CHARLM;
-    const char *verdict = fabs(mean) <= CONV_LIMIT                 ? "flat"
-                          : (lm && mean < 0) || (!lm && mean > 0) ? "still improving"
-                                                                  : "still getting worse";
-    fprintf(f, "| %s | %d | %s | T = %d, C = %d, %s FFN | %+.2f | %ld -> %ld | %s |\n", x->name,
-            runs, conv_unit(x->g.task), v[m].T, v[m].C, v[m].ffn ? "with" : "without", mean,
-            v[m].from, v[m].to, verdict);
-}
-
 static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
 {
     fprintf(f, "## Are the runs converged?\n\n");
@@ -468,25 +338,6 @@ static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
             CONV_LIMIT);
     int code = rep_convergence_overview(c, gs, f);
     fprintf(f, "\n");
-    return code;
-}
-
-int rep_convergence_overview(const command *c, const rep_grids *gs, FILE *f)
-{
-    int rows = 0, code = 0;
-    for (int i = 0; i < gs->n && !code; i++) {
-        conv_cell *v;
-        int n;
-        code = conv_cells(c, &gs->v[i], &v, &n);
-        if (!code && n && !rows++)
-            fprintf(f, "| grid | runs | unit | cell that moved most | its mean change | steps "
-                       "compared | verdict |\n|---|---|---|---|---|---|---|\n");
-        if (!code && n)
-            conv_row(&gs->v[i], v, n, f);
-        free(v);
-    }
-    if (!rows)
-        fprintf(f, "(no finished runs with periodic evaluations: `--eval-every` was not set)\n");
     return code;
 }
 
@@ -698,16 +549,6 @@ static int full_sections(const command *c, const rep_grids *gs, const rep_grids 
         saturation(x, f);
         fprintf(f, "\n");
     }
-    return code;
-}
-
-int rep_convergence(const command *c, const rep_grid *x, FILE *f)
-{
-    conv_cell *v;
-    int n, code = conv_cells(c, x, &v, &n);
-    if (!code)
-        conv_table(x, v, n, f);
-    free(v);
     return code;
 }
 

@@ -52,8 +52,13 @@ const rep_grid *rep_grid_named(const rep_grids *gs, const char *name);
  * "couplings/"), as prefix + the path relative to OUT. 0, or 1 out of
  * memory. */
 int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f);
-/* The grid's convergence table: per (T, C, FFN) the change of the
- * validation metric late in training. 0 or an exit code after printing. */
+/* 'flat' means every cell of a grid moved by less than this (% of
+ * perplexity or accuracy points) late in training: half the effect the
+ * grids are sized to resolve. */
+#define CONV_LIMIT 0.5
+/* report_converged.c, the convergence evidence. The grid's convergence
+ * table: per (T, C, FFN) the change of the validation metric late in
+ * training. 0 or an exit code after printing. */
 int rep_convergence(const command *c, const rep_grid *x, FILE *f);
 
 /* The convergence overview's table: per grid the cell that moved most late
