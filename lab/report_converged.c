@@ -269,27 +269,15 @@ static const lab_effect_row *row_of(const rep_grid *x, const lab_effect_row *row
     return NULL;
 }
 
-/* One budget's columns: steps and pairs/seeds, effect, verdict. */
-static void budget_cols(const rep_grid *x, const lab_effect_row *r, FILE *f)
+/* One budget's columns: steps and pairs/seeds, effect, verdict; returns
+ * the verdict (static). */
+static const char *budget_cols(const rep_grid *x, const lab_effect_row *r, FILE *f)
 {
     char eff[128];
     const char *verdict, *paper;
     rep_effect_text(x->g.task, r, eff, sizeof eff, &verdict, &paper);
     fprintf(f, " %ld, %d/%d | %s | %s |", x->g.train.steps, r->pairs, r->seeds, eff, verdict);
-}
-
-/* Whether the two rows' verdicts differ: "no", "yes", or "not yet" while
- * the converged row has no interval. */
-static const char *changed(const rep_grid *fx, const lab_effect_row *fr, const rep_grid *cx,
-                           const lab_effect_row *cr)
-{
-    char eff[128];
-    const char *fv, *cv, *paper;
-    if (isnan(cr->lo))
-        return "not yet (no interval)";
-    rep_effect_text(fx->g.task, fr, eff, sizeof eff, &fv, &paper);
-    rep_effect_text(cx->g.task, cr, eff, sizeof eff, &cv, &paper);
-    return strcmp(fv, cv) ? "**yes**" : "no";
+    return verdict;
 }
 
 int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t n,
@@ -334,9 +322,11 @@ int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t 
                            "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
             fprintf(f, "| %s | %d | %d | %s | %s |", ba_task_name(cx->g.task), cr->T, cr->C,
                     cr->ffn ? "yes" : "no", label);
-            budget_cols(fx[k - 1], fr, f);
-            budget_cols(cx, cr, f);
-            fprintf(f, " %s |\n", changed(fx[k - 1], fr, cx, cr));
+            const char *fv = budget_cols(fx[k - 1], fr, f), *cv = budget_cols(cx, cr, f);
+            /* "not yet" while the converged row has no interval */
+            fprintf(f, " %s |\n", isnan(cr->lo)       ? "not yet (no interval)"
+                                   : strcmp(fv, cv) ? "**yes**"
+                                                    : "no");
         }
         free(rows);
     }
