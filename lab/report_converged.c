@@ -287,7 +287,8 @@ int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t 
     lab_effect_row **frows = calloc(n ? n : 1, sizeof *frows);
     int *fn = calloc(n ? n : 1, sizeof *fn), code = !fx || !frows || !fn, head = 0;
     for (size_t k = 0; k < n && !code; k++)
-        if ((fx[k] = rep_grid_named(gs, names[k])) && lab_effect_rows(&fx[k]->cs, &frows[k], &fn[k]))
+        if ((fx[k] = rep_grid_named(gs, names[k])) &&
+            lab_effect_rows(&fx[k]->cs, &frows[k], &fn[k]))
             code = 1;
     for (int i = 0; i < conv->n && !code; i++) {
         const rep_grid *cx = &conv->v[i];
