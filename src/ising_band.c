@@ -21,8 +21,12 @@
  * log-sum-exp's softmax weights. With D = dla + dlb and Gbar = sum P D,
  * Cov(G, s_t) = sum_x P_t(x) (D(x) - Gbar) s_t and
  * Cov(G, s_{t-d} s_t) = sum_{x',s_t} P(x', s_t) (D - Gbar) s_{t-d} s_t,
- * the same centred form as the reference. The dual parts are shifted per
- * step by a constant too (any constant cancels against Gbar).
+ * the same centred form as the reference. G is counted from the all -1
+ * state, G = 2 sum over s_t = +1 of g_t (each step adds 2 g_t or 0): the
+ * reference's reason (src/ising_ref.c) holds here too, where sum g_t s_t
+ * left the pair terms off by O(1) relative at fields near -20. The dual
+ * parts are shifted per step by a constant too (any constant cancels
+ * against Gbar).
  *
  * This log path is right for any finite input but pays an exp and a log1p
  * per transition. src/ising_band_lin.c holds its linear-space twin, safe
@@ -105,8 +109,8 @@ static void fwd_step(int kp, int k, const double *f, const double *lp, const dou
             la[xp << 1] = lp[xp] - f[xp];
             la[xp << 1 | 1] = lp[xp] + f[xp];
             if (dla) {
-                dla[xp << 1] = dlp[xp] - gt;
-                dla[xp << 1 | 1] = dlp[xp] + gt;
+                dla[xp << 1] = dlp[xp];
+                dla[xp << 1 | 1] = dlp[xp] + 2.0 * gt;
             }
         }
         return;
@@ -122,14 +126,14 @@ static void fwd_step(int kp, int k, const double *f, const double *lp, const dou
             /* softmax weights, each from its own side so neither is 1 - tiny */
             double qbig = 1.0 / (1.0 + e), qsmall = e / (1.0 + e);
             double q0 = a0 > a1 ? qbig : qsmall, q1 = a0 > a1 ? qsmall : qbig;
-            dla[x] = sb * gt + q0 * dlp[y0] + q1 * dlp[y1];
+            dla[x] = (sb > 0.0 ? 2.0 * gt : 0.0) + q0 * dlp[y0] + q1 * dlp[y1];
         }
     }
 }
 
 /* Backward step: lbp (2^kp) of step t-1 from lb (2^k) of step t. With dlb
  * (else NULL): dlbp, and per x' the weights of s_t = +-1 given x' as
- * qd = q1 - q0 and r = q1 e1 - q0 e0 with e_b = s_b g_t + dlb_t(x_b),
+ * qd = q1 - q0 and r = q1 e1 - q0 e0 with e_b = 2 b g_t + dlb_t(x_b),
  * which the pair terms need. */
 static void bwd_step(int kp, int k, const double *f, const double *lb, const double *dlb,
                      double gt, double *lbp, double *dlbp, double *qd, double *r)
@@ -143,7 +147,7 @@ static void bwd_step(int kp, int k, const double *f, const double *lb, const dou
         if (dlb) {
             double qbig = 1.0 / (1.0 + e), qsmall = e / (1.0 + e);
             double q0 = a0 > a1 ? qbig : qsmall, q1 = a0 > a1 ? qsmall : qbig;
-            double e0 = dlb[x0] - gt, e1 = dlb[x1] + gt;
+            double e0 = dlb[x0], e1 = dlb[x1] + 2.0 * gt;
             dlbp[xp] = q0 * e0 + q1 * e1;
             qd[xp] = q1 - q0;
             r[xp] = q1 * e1 - q0 * e0;
@@ -223,8 +227,8 @@ static void forward_pass(const band_ws *w, int n, const double *h, const double 
     w->la[0] = -h0;
     w->la[1] = h0;
     if (g) {
-        w->dla[0] = -g[0];
-        w->dla[1] = g[0];
+        w->dla[0] = 0.0;
+        w->dla[1] = 2.0 * g[0];
     }
     shift_step(2, w->la, g ? w->dla : NULL);
     for (int t = 1; t < n; t++) {

@@ -283,7 +283,8 @@ void ba_band_lin_table_row(int we, int t, const double *Jb, int ldb, double *row
 
 /* One step's factors: the halves of the coupling factors (row t of the
  * table), the field factors f0, f1 (s_t = -1, +1; the previous scale
- * folded in) and the dual shifts g0, g1 (g_t s_t - c). */
+ * folded in) and the dual shifts g0, g1 (the step's G term, 0 or 2 g_t,
+ * less c). */
 typedef struct {
     const double *lm, *lp, *hm, *hp;
     double f0, f1, g0, g1;
@@ -488,7 +489,8 @@ LIN_INLINE void lin_pairs(int kp, const double *restrict A, const double *restri
 /* ---------------------------------------------------------- queries */
 
 /* The first step of the forward recursion (alpha_0 and, with dual,
- * D_0 = g_0 s_0 alpha_0) and its sums. */
+ * D_0 = G_0 alpha_0, G counted from s = -1 as on the log path: 2 g_0 at
+ * s_0 = +1, else 0) and its sums. */
 LIN_INLINE void fwd_first(const lin_ws *w, const double *gs, double *sa, double *sd,
                           const int dual)
 {
@@ -496,7 +498,7 @@ LIN_INLINE void fwd_first(const lin_ws *w, const double *gs, double *sa, double 
     A[0] = w->em[0], A[1] = w->ep[0];
     *sa = A[0] + A[1], *sd = 0.0;
     if (dual) {
-        D[0] = -gs[0] * A[0], D[1] = gs[0] * A[1];
+        D[0] = 0.0, D[1] = 2.0 * gs[0] * A[1];
         *sd = D[0] + D[1];
     }
 }
@@ -508,7 +510,7 @@ LIN_INLINE void fwd_rec(const ba_band_lin *c, const lin_ws *w, int t, const doub
 {
     const size_t S = (size_t)1 << we;
     double sc = pow2_inv(*sa), sh = *sd * sc;
-    double g0 = dual ? -gs[t] - sh : 0.0, g1 = dual ? gs[t] - sh : 0.0;
+    double g0 = dual ? -sh : 0.0, g1 = dual ? 2.0 * gs[t] - sh : 0.0;
     step_f sf = step_factors(c, t, w->em[t] * sc, w->ep[t] * sc, g0, g1, we);
     double *a = w->A + (size_t)t * S, *d = dual ? w->D + (size_t)t * S : NULL;
     const double *dp = dual ? d - S : NULL;
@@ -533,7 +535,7 @@ LIN_INLINE void bwd_rec(const ba_band_lin *c, const lin_ws *w, int t, const doub
                         double sb[2], const int we, const int dual)
 {
     double sc = pow2_inv(sb[0]), sh = sb[1] * sc;
-    double g0 = dual ? -w->g[t] - sh : 0.0, g1 = dual ? w->g[t] - sh : 0.0;
+    double g0 = dual ? -sh : 0.0, g1 = dual ? 2.0 * w->g[t] - sh : 0.0;
     step_f sf = step_factors(c, t, w->em[t] * sc, w->ep[t] * sc, g0, g1, we);
     if (t >= we) {
         bwd_step(&sf, we, we, B, DB, Bn, DBn, qd, r, dual, we);

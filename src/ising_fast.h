@@ -82,6 +82,9 @@ typedef struct {
 
 /* out[s] = sum_j cf[j] s_j for every pattern s of m spins. */
 void ba_fast_pattern_sums(int m, const double *cf, double *out);
+/* out[s] = 2 sum_{j set in s} cf[j] = the same less its value at s = 0:
+ * the backward's G, which only the covariances of G enter. */
+void ba_fast_plus_sums(int m, const double *cf, double *out);
 /* The kernel K' of v (into K or Kf by the context's precision), with its
  * shifts rho and gam. */
 void ba_fast_build_kernel(ba_engine_ctx *c, const ba_fast_view *v, const double *J, int ldj);

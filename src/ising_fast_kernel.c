@@ -26,6 +26,16 @@ void ba_fast_pattern_sums(int m, const double *cf, double *out)
         out[s] = out[s & (s - 1)] + 2.0 * cf[__builtin_ctzll(s)];
 }
 
+/* out[s] = 2 sum over the set bits j of s of cf[j]: sum_j cf[j] s_j less
+ * its value at the all -1 pattern, built like ba_fast_pattern_sums. */
+void ba_fast_plus_sums(int m, const double *cf, double *out)
+{
+    out[0] = 0.0;
+    size_t N = (size_t)1 << m;
+    for (size_t s = 1; s < N; s++)
+        out[s] = out[s & (s - 1)] + 2.0 * cf[__builtin_ctzll(s)];
+}
+
 /* Pairwise coupling energy sum_{j<k} J_jk s_j s_k of the spins
  * off..off+m-1, for every pattern of the half. */
 static void half_couplings(int m, int off, const double *J, int ldj, double *out)

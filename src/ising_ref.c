@@ -96,7 +96,11 @@ void ba_ref_marginals_ws(int n, const double *h, const double *J, int ldj, doubl
 
 /* Reference backward with caller workspace p (2^n doubles). Uses the centred
  * form Cov(G, X) = sum_s p(s) (G(s) - <G>) X(s), which avoids subtracting
- * two large nearly equal moments. */
+ * two large nearly equal moments, with G counted from the all -1 state,
+ * G(s) = 2 sum over s_j = +1 of g_j (a constant off sum_j g_j s_j, which no
+ * covariance sees): g = dL/dm grows as 1/(2 sum_j w_j) when every key is
+ * unlikely, and sum_j g_j s_j would then be a large number at the likely
+ * states that <G> cancels (src/ising_fast.c, backward_n). */
 void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const double *g,
                         double *dh, double *dJ, int lddj, double *p)
 {
@@ -107,13 +111,13 @@ void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const 
     for (unsigned long s = 0; s < N; s++) {
         double G = 0.0;
         for (int j = 0; j < n; j++)
-            G += (s >> j & 1) ? g[j] : -g[j];
+            G += (s >> j & 1) ? 2.0 * g[j] : 0.0;
         gbar += p[s] * G;
     }
     for (unsigned long s = 0; s < N; s++) {
         double G = 0.0;
         for (int j = 0; j < n; j++)
-            G += (s >> j & 1) ? g[j] : -g[j];
+            G += (s >> j & 1) ? 2.0 * g[j] : 0.0;
         double c = p[s] * (G - gbar);
         for (int j = 0; j < n; j++) {
             double sj = (s >> j & 1) ? 1.0 : -1.0;

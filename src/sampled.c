@@ -170,16 +170,21 @@ int ba_sampled_backward(const ba_sample_ctx *c, const ba_sampler *s, int B, int 
             int i = (int)(q % T), n = i + 1;
             const uint64_t *x = c->shots + (size_t)q * S; // (S)
             const double *gq = g + (size_t)q * T;        // (T), j <= i used
-            double gsc[BA_SAMPLER_MAX_SPINS], sg = 0.0, xs[BA_SAMPLER_MAX_SPINS];
+            double gsc[BA_SAMPLER_MAX_SPINS], xs[BA_SAMPLER_MAX_SPINS];
             for (int j = 0; j < n; j++)
-                sg += gsc[j] = gscale * gq[j];
-            /* G(s) = sum_j g_j s_j = 2 sum_{j: s_j = +1} g_j - sum_j g_j */
+                gsc[j] = gscale * gq[j];
+            /* G(s) = sum_j g_j s_j less its constant: 2 sum_{j: s_j = +1}
+             * g_j. No covariance sees the constant -sum_j g_j, and when
+             * every key is unlikely g is large (1/(2 sum_j w_j)) and the
+             * shots are mostly all -1, where this G is exactly 0 instead
+             * of a large number the mean must cancel (src/ising_fast.c,
+             * backward_n) */
             double mean = 0.0;
             for (int k = 0; k < S; k++) {
                 double acc = 0.0;
                 for (int j = 0; j < n; j++)
                     acc += (x[k] >> j) & 1 ? gsc[j] : 0.0;
-                Gs[k] = 2.0 * acc - sg;
+                Gs[k] = 2.0 * acc;
                 mean += Gs[k];
             }
             mean /= S;

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "grad_norm.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -79,20 +80,6 @@ static void fill(ba_rng *r, int cat, int B, int T, double *h, double *J, double 
             }
             J[(size_t)j * T + k] = v;
         }
-}
-
-/* The 2-norm of a - b (b NULL: of a) over the entries j <= i of every
- * query row (dh: B*T rows of T), or over the upper triangle of T x T (dJ). */
-static double diff_norm(const double *a, const double *b, int B, int T, int is_dj)
-{
-    double s = 0.0;
-    for (int q = 0; q < (is_dj ? T : B * T); q++)
-        for (int j = is_dj ? q + 1 : 0; j < (is_dj ? T : q % T + 1); j++) {
-            size_t i = (size_t)q * T + j;
-            double d = a[i] - (b ? b[i] : 0.0);
-            s += d * d;
-        }
-    return sqrt(s);
 }
 
 static void one_batch(int cat, int B, int T, uint64_t seed, worst_t *w)
