@@ -267,7 +267,8 @@ long)
     # the sequential fallback (all converge since commit 66673b2): 15 - 27 s
     # a step, about 3 hours a run of 600 steps. With THREADS=2 (the GEMM
     # path splits the batch, same results) steps 95 - 110 took 8 s against
-    # 16 s on one thread: about 1.5 hours a run on both cores.
+    # 16 s on one thread. The five committed runs took 1.6 - 2.7 hours each
+    # (5 789 - 9 768 s, THREADS=2 on the 2-core VM).
     # A summary (SUMMARY_ONLY, make results-doc) keeps the committed arm:
     # results/long/charlm-T256 holds its runs.
     if [ -n "${SUMMARY_ONLY:-}" ]; then
