@@ -34,6 +34,22 @@ ONLY=()
 # committed. The long preset's banded arms need auto (the band engine).
 ENGINE=(--engine fast)
 
+# replace_couplings NEW OLD: NEW (a finished analysis) becomes OLD unless
+# OLD stands on more runs (lines of runs.txt): checkpoints are not
+# committed outside the converged preset, so a machine that holds fewer of
+# a grid's checkpoints than the one that made the committed analysis would
+# otherwise replace it with a thinner one.
+replace_couplings() {
+    local new=$1 old=$2 nn no
+    nn=$(wc -l < "$new/runs.txt" 2>/dev/null || echo 0)
+    no=$(wc -l < "$old/runs.txt" 2>/dev/null || echo 0)
+    if [ "$nn" -lt "$no" ]; then
+        echo "reproduce: kept $old ($no runs), not replaced by an analysis of the $nn checkpoints at hand" >&2
+        rm -rf "$new"
+    else
+        rm -rf "$old" && mv "$new" "$old"
+    fi
+}
 # couplings_arms DIR/ ARMS: one couplings analysis per Ising arm of the
 # comma-separated ARMS in DIR/couplings/SPEC/ (the report finds an arm's by
 # the variant its couplings.json names); an arm without finished runs with
@@ -48,7 +64,7 @@ couplings_arms() {
         for a in ${2//,/ }; do
             case $a in boltzmann*|coupling*) ;; *) continue ;; esac
             if "$BIN" couplings --grid "${d%/}" --arm "$a" --out "${d}couplings/$a.new" >/dev/null 2>&1; then
-                rm -rf "${d}couplings/$a" && mv "${d}couplings/$a.new" "${d}couplings/$a"
+                replace_couplings "${d}couplings/$a.new" "${d}couplings/$a"
             else
                 rm -rf "${d}couplings/$a.new"
             fi
@@ -441,14 +457,15 @@ for d in "$OUT"/*/; do
     esac
     "$BIN" plot "${d%/}" "${curves[@]}" || echo "plots skipped for ${d%/}"
     # J of the grid's boltzmann cell with the largest T over its finished
-    # seeds; checkpoints are not committed, so a clone keeps the committed
-    # analysis (couplings says there is nothing to read and it stays).
+    # seeds; checkpoints are not committed (but the converged preset's), so
+    # a clone keeps the committed analysis (couplings says there is nothing
+    # to read and it stays, or finds fewer runs than it stands on).
     if [ "$preset" = long ]; then
         # one analysis per Ising arm, in couplings/SPEC/ (the report finds
         # an arm's by the variant its couplings.json names)
         couplings_arms "$d" "${T256_ARMS:-$LONG_ARMS}"
     elif "$BIN" couplings --grid "${d%/}" "${wide[@]}" --out "${d}couplings.new" >/dev/null 2>&1; then
-        rm -rf "${d}couplings" && mv "${d}couplings.new" "${d}couplings"
+        replace_couplings "${d}couplings.new" "${d}couplings"
     else
         rm -rf "${d}couplings.new"
     fi

@@ -276,6 +276,14 @@ check "a rerun trains nothing and keeps the extrapolation" '[ $? = 0 ] && ! grep
     grep -q "0 evaluated, 0 refused, 6 kept" "$TMP/p2" && cmp -s "$P/charlm-T256/extrapolation.json" "$TMP/p.json"' || cat "$TMP/p2"
 (cd "$TMP" && env "${toy[@]}" SUMMARY_ONLY=1 bash "$LAB" long "$BIN") >"$TMP/p3" 2>&1
 check "SUMMARY_ONLY rewrites the report without evaluating" '[ $? = 0 ] && ! grep -q "extrapolation to T" "$TMP/p3" && [ -f "$P/report.md" ]'
+# a machine holding fewer of the checkpoints (they are not committed) keeps
+# the analysis that stands on more, and says so
+rm "$P"/charlm-T256/runs/*-boltzmann-rel-W2-s2/model.safetensors
+(cd "$TMP" && env "${toy[@]}" SUMMARY_ONLY=1 bash "$LAB" long "$BIN") >"$TMP/p4" 2>&1
+check "fewer checkpoints at hand keep the couplings analysis of more" '[ $? = 0 ] &&
+    [ "$(wc -l <"$P/charlm-T256/couplings/boltzmann+relative+band2/runs.txt")" = 2 ] &&
+    grep -q "reproduce: kept .*charlm-T256/couplings/boltzmann+relative+band2 (2 runs), not replaced by an analysis of the 1 checkpoints at hand" "$TMP/p4" &&
+    [ ! -e "$P/charlm-T256/couplings/boltzmann+relative+band2.new" ]' || cat "$TMP/p4"
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]
