@@ -463,6 +463,8 @@ static const struct {
 };
 static const char *const paper_grids[] = {"charlm-T12", "charlm", "brackets", "brackets-T24"};
 static const char *const budget_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k"};
+/* the fixed budgets of the converged preset's cells, one grid per budget */
+static const char *const ladder_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k", "brackets"};
 static const char *const width_grids[] = {"brackets-width", "charlm-width"};
 
 
@@ -520,6 +522,7 @@ static int full_sections(const command *c, const rep_grids *gs, const rep_grids 
     code |= conv && rep_converged_verdicts(conv, f);
     fprintf(f, "\n");
     code |= conv && rep_converged_changes(gs, NAMES(paper_grids), conv, f);
+    code |= conv && rep_budget_ladder(c, gs, NAMES(ladder_grids), conv, f);
     for (size_t i = 0; i < sizeof budget_grids / sizeof budget_grids[0]; i++)
         nb += rep_grid_named(gs, budget_grids[i]) != NULL;
     if (nb > 1) {

@@ -99,6 +99,13 @@ int rep_converged_section(const command *c, const char *out, const rep_grids *gs
  * 0, or 1 out of memory. */
 int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t n,
                           const rep_grids *conv, FILE *f);
+/* The table "Does the late movement shrink as the budget grows?": every
+ * cell and variant of the converged grids with its runs, final metric and
+ * mean late change at each budget the n named grids of gs (one budget
+ * each) and the converged grid hold, by steps. Nothing when no row has a
+ * fixed-budget rung. 0, or an exit code after printing. */
+int rep_budget_ladder(const command *c, const rep_grids *gs, const char *const *names, size_t n,
+                      const rep_grids *conv, FILE *f);
 
 /* report_couplings.c: a number of a JSON object (NAN when absent); the
  * paper's sign of J at distance d ("> 0", "< 0" or ""); and the table of

@@ -2,11 +2,13 @@
  * moved late in training (the tables every report shows), and the
  * converged preset's section: the paper's headline cells (charlm T = 12,
  * brackets T = 16 with and without FFN, brackets T = 20) trained on long
- * budgets until the report's convergence criterion calls them flat. `report OUT --preset converged` writes it
- * inside a whole report; with --section-only alone, for docs/results.md,
- * where the full report's "Against the paper" rows of the same cells are
- * replaced by these (`report results/full --preset full --converged
- * results/converged`). */
+ * budgets to see whether the report's convergence criterion calls them
+ * flat. `report OUT --preset converged` writes it inside a whole report;
+ * with --section-only alone, for docs/results.md, where the full report's
+ * "Against the paper" rows of the same cells are replaced by these
+ * (`report results/full --preset full --converged results/converged`),
+ * and followed by two tables that need both presets: the verdicts the
+ * longer budget changed, and the budget ladder of each cell. */
 #include "report.h"
 
 #include <math.h>
@@ -280,16 +282,49 @@ static const char *budget_cols(const rep_grid *x, const lab_effect_row *r, FILE 
     return verdict;
 }
 
+/* The effect rows of the fixed-budget grids of gs named in names (x[k]
+ * NULL where gs has no such grid). */
+typedef struct {
+    size_t n;
+    const rep_grid **x;
+    lab_effect_row **rows; /* rows[k]: nr[k] rows of x[k] */
+    int *nr;
+} fixed_rows;
+
+static void fixed_free(fixed_rows *s)
+{
+    for (size_t k = 0; k < s->n && s->rows; k++)
+        free(s->rows[k]);
+    free(s->x), free(s->rows), free(s->nr);
+}
+
+/* 0, or 1 out of memory (s freed). */
+static int fixed_load(const rep_grids *gs, const char *const *names, size_t n, fixed_rows *s)
+{
+    s->n = n;
+    s->x = calloc(n ? n : 1, sizeof *s->x);
+    s->rows = calloc(n ? n : 1, sizeof *s->rows);
+    s->nr = calloc(n ? n : 1, sizeof *s->nr);
+    int code = !s->x || !s->rows || !s->nr;
+    for (size_t k = 0; k < n && !code; k++)
+        if ((s->x[k] = rep_grid_named(gs, names[k])) &&
+            lab_effect_rows(&s->x[k]->cs, &s->rows[k], &s->nr[k]))
+            code = 1;
+    if (code)
+        fixed_free(s);
+    return code;
+}
+
 int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t n,
                           const rep_grids *conv, FILE *f)
 {
-    const rep_grid **fx = calloc(n ? n : 1, sizeof *fx);
-    lab_effect_row **frows = calloc(n ? n : 1, sizeof *frows);
-    int *fn = calloc(n ? n : 1, sizeof *fn), code = !fx || !frows || !fn, head = 0;
-    for (size_t k = 0; k < n && !code; k++)
-        if ((fx[k] = rep_grid_named(gs, names[k])) &&
-            lab_effect_rows(&fx[k]->cs, &frows[k], &fn[k]))
-            code = 1;
+    fixed_rows fs;
+    if (fixed_load(gs, names, n, &fs))
+        return 1;
+    const rep_grid **fx = fs.x;
+    lab_effect_row **frows = fs.rows;
+    const int *fn = fs.nr;
+    int code = 0, head = 0;
     for (int i = 0; i < conv->n && !code; i++) {
         const rep_grid *cx = &conv->v[i];
         lab_effect_row *rows;
@@ -333,8 +368,118 @@ int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t 
     }
     if (head)
         fprintf(f, "\n");
-    for (size_t k = 0; k < n && frows; k++)
-        free(frows[k]);
-    free(fx), free(frows), free(fn);
+    fixed_free(&fs);
+    return code;
+}
+
+/* ------------------------------------------------ the budget ladder */
+
+/* The mean late change (late_change) over the finished runs of one arm
+ * in (T, C, FFN) of grid x; NAN when none has two periodic evaluations. */
+static int arm_late_change(const command *c, const rep_grid *x, int arm, int T, int C, int ffn,
+                           double *mean)
+{
+    ba_running s = {0};
+    int code = 0;
+    for (int i = 0; i < x->cs.n && !code; i++) {
+        const lab_cell *cell = &x->cs.cells[i];
+        double d;
+        long from, to;
+        if (cell->run && cell->arm == arm && cell->T == T && cell->C == C && cell->ffn == ffn &&
+            late_change(c, cell->run, &d, &from, &to, &code))
+            ba_running_add(&s, d);
+    }
+    *mean = s.n ? s.mean : NAN;
+    return code;
+}
+
+/* One rung: a grid's row of the cell and variant. */
+typedef struct {
+    const rep_grid *x;
+    const lab_effect_row *r;
+} rung;
+
+static int rung_cmp(const void *pa, const void *pb)
+{
+    long a = ((const rung *)pa)->x->g.train.steps, b = ((const rung *)pb)->x->g.train.steps;
+    return (a > b) - (a < b);
+}
+
+/* The rows of one converged row cr (grid cx) down its ladder: the same
+ * cell and variant in the fixed-budget grids of fs (one per budget),
+ * then the converged one, by steps; nothing when it has no other rung. */
+static int ladder_rows(const command *c, const rep_grid *cx, const lab_effect_row *cr,
+                       const fixed_rows *fs, int *head, FILE *f)
+{
+    const rep_grid *const *fx = fs->x;
+    lab_effect_row *const *frows = fs->rows;
+    const int *fn = fs->nr;
+    size_t n = fs->n;
+    char label[96];
+    lab_arm_label(&cx->g.arms[cr->arm], label, sizeof label);
+    rung v[8];
+    int nv = 0, code = 0;
+    for (size_t k = 0; k < n && nv < 7; k++) {
+        const lab_effect_row *r = fx[k] && fx[k]->g.task == cx->g.task
+                                      ? row_of(fx[k], frows[k], fn[k], label, cr->T, cr->C, cr->ffn)
+                                      : NULL;
+        /* one rung per budget: a fixed grid of the converged budget is
+         * that budget already */
+        int dup = r && fx[k]->g.train.steps == cx->g.train.steps;
+        for (int i = 0; r && i < nv; i++)
+            dup |= v[i].x->g.train.steps == fx[k]->g.train.steps;
+        if (r && r->runs && !dup)
+            v[nv++] = (rung){fx[k], r};
+    }
+    if (!nv)
+        return 0;
+    v[nv++] = (rung){cx, cr};
+    qsort(v, (size_t)nv, sizeof v[0], rung_cmp);
+    if (!(*head)++)
+        fprintf(f, "### Does the late movement shrink as the budget grows?\n\n"
+                   "The converged cells down the budget ladder: per variant, each budget's "
+                   "runs, mean final metric (perplexity; accuracy %%) and mean late change "
+                   "(the convergence criterion's: from the periodic evaluation nearest 70 %% of "
+                   "the steps to the last; %% of perplexity or accuracy points). Under the cosine "
+                   "schedule the late stretch is where the learning rate anneals, so a change "
+                   "that does not shrink as the budget grows measures the schedule, not a curve "
+                   "still far from its limit.\n\n"
+                   "| task | T | C | FFN | variant | steps | runs | final metric | late change |\n"
+                   "|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nv && !code; i++) {
+        double late;
+        code = arm_late_change(c, v[i].x, v[i].r->arm, cr->T, cr->C, cr->ffn, &late);
+        fprintf(f, "| %s | %d | %d | %s | %s | %ld | %d | ", ba_task_name(cx->g.task), cr->T,
+                cr->C, cr->ffn ? "yes" : "no", label, v[i].x->g.train.steps, v[i].r->runs);
+        if (!v[i].r->runs)
+            fprintf(f, "missing | missing |\n");
+        else
+            fprintf(f, isnan(late) ? "%.3f | (no curves) |\n" : "%.3f | %+.2f |\n", v[i].r->mean,
+                    late);
+    }
+    return code;
+}
+
+int rep_budget_ladder(const command *c, const rep_grids *gs, const char *const *names, size_t n,
+                      const rep_grids *conv, FILE *f)
+{
+    fixed_rows fs;
+    if (fixed_load(gs, names, n, &fs))
+        return fail_lib(c, "out of memory", 1);
+    int code = 0, head = 0;
+    for (int i = 0; i < conv->n && !code; i++) {
+        lab_effect_row *rows;
+        int nr;
+        if (lab_effect_rows(&conv->v[i].cs, &rows, &nr)) {
+            code = fail_lib(c, "out of memory", 1);
+            break;
+        }
+        for (int j = 0; j < nr && !code; j++)
+            code = ladder_rows(c, &conv->v[i], &rows[j], &fs, &head, f);
+        free(rows);
+    }
+    if (head)
+        fprintf(f, "\n");
+    fixed_free(&fs);
     return code;
 }

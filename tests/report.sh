@@ -223,9 +223,17 @@ if [ -f "$FULL/charlm-80k/grid.json" ]; then
     mkdir -p "$TMP/c80" && cp -r "$FULL/charlm-80k" "$TMP/c80/charlm-T12"
     "$BIN" report "$FULL" --preset full --converged "$TMP/c80" >"$TMP/c80.md" 2>"$TMP/c80.err"
     check "a verdict the longer budget changed is marked, with both budgets" '[ $? = 0 ] &&
-        [ "$(grep -c "^| charlm | 12 | 32 | yes | " "$TMP/c80.md")" = 2 ] &&
+        [ "$(sed "/^### Does the late movement shrink/q" "$TMP/c80.md" | grep -c "^| charlm | 12 | 32 | yes | ")" = 2 ] &&
         grep -q "^| charlm | 12 | 32 | yes | boltzmann | 20000, 10/10 | -0.66 % \[-1.18, -0.14\] | better than softmax | 80000, 5/5 | -0.20 % \[-2.50, +2.09\] | no resolved difference | \*\*yes\*\* |$" "$TMP/c80.md"' ||
         cat "$TMP/c80.err"
+    # the ladder: each budget once (the 80,000-step grid is the "converged"
+    # one here), runs, mean final perplexity and mean late change as a
+    # separate reading of the run logs gives them (python, 2026-12-04)
+    ladder() { sed -n "/^### Does the late movement shrink/,/^### The headline row/p" "$TMP/c80.md" |
+        grep "^| charlm | 12 | 32 | yes | $1 |" | cut -d"|" -f7-10 | tr -d " " | tr "\n" ";"; }
+    check "the budget ladder of the headline cell: every budget once, its final metric and late change" '
+        [ "$(ladder softmax)" = "20000|10|7.157|-2.61;40000|5|7.063|-3.49;80000|5|6.980|-3.48;" ] &&
+        [ "$(ladder boltzmann)" = "20000|10|7.109|-2.43;40000|5|7.018|-3.46;80000|5|6.965|-3.03;" ]'
     "$BIN" report "$FULL" --preset full --converged "$FULL" >"$TMP/self.md" 2>/dev/null
     # a row whose two budgets are the same grid's numbers must say "no"
     same_rows() { sed -n "/^### What the longer budget changed/,/^### The headline row/p" "$1" |
