@@ -22,7 +22,11 @@
  * fast engine with double products and the band engine at W = T - 1
  * (exact for full couplings; log and automatic paths) within 1e-10; the
  * fast engine with float products within 4 (256 + 4) 2^-24 = 6.2e-5, the
- * bound of tests/test_fast_f32.c. The worst of each is printed. */
+ * bound of tests/test_fast_f32.c. The worst of each is printed.
+ *
+ * The approximate engines (mf, tap, bp, hybrid) have no oracle of this
+ * kind; each is held to the central difference of its own forward's
+ * attention loss at the same depths (test_unlikely_keys_approx). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -225,10 +229,128 @@ static void test_unlikely_keys(void **state)
     assert_true(worst[E_FAST32] > 0.0); /* the float products ran */
 }
 
+/* ------------------------------------------- the approximate engines */
+
+/* L = sum over the B T queries of sum_j da_j a_j, a the query's weights
+ * w = exp(logw) normalised: the attention's dependence on the weights,
+ * of order da however small w is. With gq (may be NULL) = dL/dm, m = 2w-1:
+ * g_j = (da_j - <da>) / (2 S), as the attention layer hands it on. */
+static double attn_loss(int B, int T, const double *logw, const double *da, double *gq)
+{
+    double L = 0.0;
+    for (int q = 0; q < B * T; q++) {
+        int n = q % T + 1;
+        const double *l = logw + (size_t)q * T, *d = da + (size_t)q * T;
+        double mx = -INFINITY, z = 0.0, adot = 0.0;
+        for (int j = 0; j < n; j++)
+            mx = fmax(mx, l[j]);
+        for (int j = 0; j < n; j++)
+            z += exp(l[j] - mx);
+        for (int j = 0; j < n; j++)
+            adot += exp(l[j] - mx) / z * d[j];
+        L += adot;
+        for (int j = 0; gq && j < T; j++)
+            gq[(size_t)q * T + j] = j < n ? (d[j] - adot) * 0.5 * exp(-mx) / z : 0.0;
+    }
+    return L;
+}
+
+static double approx_loss(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
+                          const double *J, const double *da, double *logw, double *g)
+{
+    char err[BA_ERR_LEN];
+    ba_approx_stats st = {0};
+    if (ba_approx_forward(e, a, W, B, T, h, J, T, logw, &st, err))
+        fail_msg("%s", err);
+    assert_int_equal(st.unconverged, 0);
+    return attn_loss(B, T, logw, da, g);
+}
+
+/* mf, tap, bp and hybrid (W = 2) at the same depths: each engine's own
+ * backward against the central difference of its own forward's L along
+ * random directions of the fields and of the couplings (the adjoint of
+ * every row, so the GEMM path of mf and tap at T = 64 too). Nothing in
+ * these engines subtracts sum_j g_j s_j, but their D = 1 - m^2 must come
+ * from the fields (sech^2), not from m, which rounds to -1: there D would
+ * be 0 and the gradient, of order da, with it. Bound 1e-6 of the
+ * directional derivative's scale (the issue's check); the difference's
+ * own error is about tol / eps + eps^2 = 1e-8. */
+static void test_unlikely_keys_approx(void **state)
+{
+    (void)state;
+    const ba_engine engs[] = {BA_ENGINE_MF, BA_ENGINE_TAP, BA_ENGINE_BP, BA_ENGINE_HYBRID};
+    const char *const names[] = {"mf", "tap", "bp", "hybrid"};
+    const int Ts[] = {6, 12, 64};
+    const double depths[] = {0.0, 20.0, 55.0}, eps = 1e-5;
+    const ba_approx a = {0.5, 1e-13, 5000};
+    enum { B = 2 };
+    double worst[4] = {0};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
+            int T = Ts[ti];
+            size_t TT = (size_t)T * T, n = (size_t)B * TT;
+            double *buf = calloc(8 * n + 4 * TT, sizeof(double));
+            assert_non_null(buf);
+            double *h = buf, *da = h + n, *g = da + n, *lw = g + n, *dh = lw + n, *vh = dh + n;
+            double *hp = vh + n, *J = hp + n, *dJ = J + TT, *vJ = dJ + TT, *Jp = vJ + TT;
+            ba_rng r;
+            ba_rng_seed(&r, 900u + 13u * (uint64_t)di + (uint64_t)T);
+            for (size_t i = 0; i < n; i++) {
+                h[i] = -depths[di] + ba_rng_normal(&r);
+                da[i] = ba_rng_normal(&r);
+                vh[i] = ba_rng_normal(&r);
+            }
+            for (size_t i = 0; i < TT; i++) {
+                J[i] = 0.5 / sqrt((double)T) * ba_rng_normal(&r);
+                vJ[i] = (i % T > i / T) ? ba_rng_normal(&r) : 0.0; /* pairs j < k */
+            }
+            for (int e = 0; e < 4; e++) {
+                char err[BA_ERR_LEN];
+                ba_approx_stats st = {0};
+                approx_loss(engs[e], &a, 2, B, T, h, J, da, lw, g);
+                memset(dh, 0, sizeof(double) * n);
+                memset(dJ, 0, sizeof(double) * TT);
+                if (ba_approx_backward(engs[e], &a, 2, B, T, h, J, T, g, dh, dJ, &st, err))
+                    fail_msg("%s: %s", names[e], err);
+                assert_int_equal(st.unconverged, 0);
+                double an[2] = {0, 0}, scale[2] = {0, 0}, fd[2];
+                for (size_t i = 0; i < n; i++)
+                    if ((int)(i % T) <= (int)(i / T % T)) /* entries j <= i of a row */
+                        an[0] += dh[i] * vh[i], scale[0] += fabs(dh[i] * vh[i]);
+                for (size_t i = 0; i < TT; i++)
+                    an[1] += dJ[i] * vJ[i], scale[1] += fabs(dJ[i] * vJ[i]);
+                for (int part = 0; part < 2; part++) {
+                    double L[2];
+                    for (int sgn = 0; sgn < 2; sgn++) {
+                        double t = sgn ? -eps : eps;
+                        for (size_t i = 0; i < n; i++)
+                            hp[i] = h[i] + (part == 0 ? t * vh[i] : 0.0);
+                        for (size_t i = 0; i < TT; i++)
+                            Jp[i] = J[i] + (part == 1 ? t * vJ[i] : 0.0);
+                        L[sgn] = approx_loss(engs[e], &a, 2, B, T, hp, Jp, da, lw, NULL);
+                    }
+                    fd[part] = (L[0] - L[1]) / (2.0 * eps);
+                    double rel = fabs(fd[part] - an[part]) / fmax(scale[part], 1e-300);
+                    if (!(rel <= 1e-6))
+                        print_message("%s T %d depth %.0f %s: analytic %.10e difference %.10e\n",
+                                      names[e], T, depths[di], part ? "J" : "h", an[part], fd[part]);
+                    worst[e] = isnan(rel) ? INFINITY : fmax(worst[e], rel);
+                    assert_true(scale[part] > 1e-3); /* a gradient of order da, not 0 */
+                }
+            }
+            free(buf);
+        }
+    for (int e = 0; e < 4; e++) {
+        print_message("%-6s worst relative difference %.2e (bound 1e-6)\n", names[e], worst[e]);
+        assert_true(worst[e] <= 1e-6);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unlikely_keys),
+        cmocka_unit_test(test_unlikely_keys_approx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
