@@ -70,7 +70,8 @@ static void oracle_query(int n, const double *h, const double *J, int ldj, const
         z += p[s] = exp(p[s] - mx);
     /* moments X = s_k (row k of the diagonal) and s_k s_l (k < l), overall
      * and given s_j = +1 */
-    double *all = calloc((size_t)n * n, sizeof(double)), *cond = calloc((size_t)n * n, sizeof(double));
+    double *all = calloc((size_t)n * n, sizeof(double));
+    double *cond = calloc((size_t)n * n, sizeof(double));
     assert_true(all && cond);
     for (size_t s = 0; s < N; s++)
         for (int k = 0; k < n; k++) {
@@ -97,7 +98,8 @@ static void oracle_query(int n, const double *h, const double *J, int ldj, const
         for (int k = 0; k < n; k++) {
             dh[k] += f * (cond[(size_t)k * n + k] / wj - all[(size_t)k * n + k]);
             for (int l = k + 1; l < n; l++)
-                dJ[(size_t)k * ldj + l] += f * (cond[(size_t)k * n + l] / wj - all[(size_t)k * n + l]);
+                dJ[(size_t)k * ldj + l] +=
+                    f * (cond[(size_t)k * n + l] / wj - all[(size_t)k * n + l]);
         }
     }
     free(all), free(cond), free(p);
@@ -166,7 +168,8 @@ static void run_engine(int e, int B, int T, const double *h, const double *J, co
     } else {
         /* band layout Jb[t W + d - 1] = J_{t-d,t}, W = T - 1: every pair */
         int W = T - 1 > 0 ? T - 1 : 1;
-        double *Jb = calloc((size_t)T * W, sizeof(double)), *dJb = calloc((size_t)T * W, sizeof(double));
+        double *Jb = calloc((size_t)T * W, sizeof(double));
+        double *dJb = calloc((size_t)T * W, sizeof(double));
         assert_true(Jb && dJb);
         for (int t = 0; t < T; t++)
             for (int d = 1; d <= t && d <= W; d++)
@@ -332,8 +335,9 @@ static void test_unlikely_keys_approx(void **state)
                     fd[part] = (L[0] - L[1]) / (2.0 * eps);
                     double rel = fabs(fd[part] - an[part]) / fmax(scale[part], 1e-300);
                     if (!(rel <= 1e-6))
-                        print_message("%s T %d depth %.0f %s: analytic %.10e difference %.10e\n",
-                                      names[e], T, depths[di], part ? "J" : "h", an[part], fd[part]);
+                        print_message("%s T %d depth %.0f %s: analytic %.10e difference "
+                                      "%.10e\n", names[e], T, depths[di], part ? "J" : "h",
+                                      an[part], fd[part]);
                     worst[e] = isnan(rel) ? INFINITY : fmax(worst[e], rel);
                     assert_true(scale[part] > 1e-3); /* a gradient of order da, not 0 */
                 }
