@@ -25,7 +25,7 @@ set title "brackets, T=16, C=4, without FFN"
 set ylabel "validation accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [72.3389:99.7093]
+set yrange [74.6952:98.8119]
 plot 'curves_brackets_T16_C4_ffn0.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_brackets_T16_C4_ffn0.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'curves_brackets_T16_C4_ffn0.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \

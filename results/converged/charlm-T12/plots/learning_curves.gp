@@ -15,8 +15,9 @@ set title "validation metric during training\ncharlm, T=12, C=32; mean ± sd ove
 set ylabel "validation perplexity"
 set logscale y
 set ytics autofreq
-set yrange [6.72879:7.75209]
-set ytics (6.8, 7, 7.2, 7.4, 7.6)
+set yrange [6.53649:8.8554]
+set ytics (6.75, 7, 7.25, 7.5, 7.75, 8, 8.25, 8.5, 8.75)
 plot 'curves_charlm_T12_C32_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T12_C32_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'curves_charlm_T12_C32_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced
+     'curves_charlm_T12_C32_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_charlm_T12_C32_ffn1.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced

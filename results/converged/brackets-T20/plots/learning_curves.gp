@@ -1,0 +1,22 @@
+# Written by boltzattn. Re-run from this directory: gnuplot learning_curves.gp
+set encoding utf8
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,650 enhanced font "sans,11"
+} else {
+    set terminal png size 900,650 enhanced
+}
+set output '../learning_curves.png'
+set xlabel "training step"
+set grid
+set key outside right top vertical
+set bars small
+set offsets graph 0.03, graph 0.03, 0, 0
+set title "validation metric during training\nbrackets, T=20, C=4; mean ± sd over seeds; last point: final evaluation, whole set"
+set ylabel "validation accuracy (%)"
+unset logscale y
+set ytics autofreq
+set yrange [72.94:97.0165]
+plot 'curves_brackets_T20_C4_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 3 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced
