@@ -13,27 +13,29 @@
 #include <math.h>
 #include <string.h>
 
-/* Built from the pattern without its lowest set bit (flipping spin j from
- * -1 to +1 adds 2 c[j]). */
-void ba_fast_pattern_sums(int m, const double *cf, double *out)
+/* out[s] = base + 2 sum over the set bits j of s of cf[j], each pattern
+ * built from the one without its lowest set bit (flipping spin j from -1
+ * to +1 adds 2 c[j]). */
+static void sums_from(int m, const double *cf, double base, double *out)
 {
-    double base = 0.0;
-    for (int j = 0; j < m; j++)
-        base -= cf[j];
     out[0] = base;
     size_t N = (size_t)1 << m;
     for (size_t s = 1; s < N; s++)
         out[s] = out[s & (s - 1)] + 2.0 * cf[__builtin_ctzll(s)];
 }
 
-/* out[s] = 2 sum over the set bits j of s of cf[j]: sum_j cf[j] s_j less
- * its value at the all -1 pattern, built like ba_fast_pattern_sums. */
+void ba_fast_pattern_sums(int m, const double *cf, double *out)
+{
+    double base = 0.0;
+    for (int j = 0; j < m; j++)
+        base -= cf[j];
+    sums_from(m, cf, base, out);
+}
+
+/* sum_j cf[j] s_j less its value at the all -1 pattern. */
 void ba_fast_plus_sums(int m, const double *cf, double *out)
 {
-    out[0] = 0.0;
-    size_t N = (size_t)1 << m;
-    for (size_t s = 1; s < N; s++)
-        out[s] = out[s & (s - 1)] + 2.0 * cf[__builtin_ctzll(s)];
+    sums_from(m, cf, 0.0, out);
 }
 
 /* Pairwise coupling energy sum_{j<k} J_jk s_j s_k of the spins
