@@ -210,12 +210,14 @@ static void intro(const char *out, const rep_grids *gs, int standalone, FILE *f)
             fputc('\n', f);
     }
     fprintf(f, "The paper's headline cells with the full preset's settings (same seeds, data "
-               "order, batch, learning rate and cosine schedule) but budgets long enough for the "
-               "validation curves to stop moving: a grid is 'flat' when every cell's metric moved "
-               "by less than 0.5 (%% of perplexity or accuracy points) from the periodic "
-               "evaluation nearest 70 %% of the steps to the last one. The full report's 'Against "
-               "the paper' rows of these cells come from here, whether flat or not: the next "
-               "table says which.\n\n");
+               "order, batch, learning rate and cosine schedule) but longer budgets (8x the "
+               "full preset's steps for charlm, 4x for brackets), to see whether the validation "
+               "curves stop moving: a grid is 'flat' when every cell's metric moved by less than "
+               "0.5 (%% of perplexity or accuracy points) from the periodic evaluation nearest "
+               "70 %% of the steps to the last one. The full report's 'Against the paper' rows of "
+               "these cells come from here, whether flat or not: the next table says which, and "
+               "the full report's budget ladder shows how far the final metric still moves per "
+               "doubling of the budget.\n\n");
     fprintf(f, "| grid | runs finished | steps |\n|---|---|---|\n");
     for (size_t k = 0; k < sizeof conv_grids / sizeof conv_grids[0]; k++) {
         const rep_grid *x = rep_grid_named(gs, conv_grids[k]);
@@ -405,6 +407,16 @@ static int rung_cmp(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
+/* The change of the final metric from rung a to the longer rung b per
+ * doubling of the steps: % of perplexity (charlm) or accuracy points
+ * (brackets), divided by log2(b's steps / a's). */
+static double per_doubling(ba_task task, const rung *a, const rung *b)
+{
+    double d = task == BA_TASK_CHARLM ? 100.0 * (b->r->mean / a->r->mean - 1.0)
+                                      : b->r->mean - a->r->mean;
+    return d / log2((double)b->x->g.train.steps / (double)a->x->g.train.steps);
+}
+
 /* The rows of one converged row cr (grid cx) down its ladder: the same
  * cell and variant in the fixed-budget grids of fs (one per budget),
  * then the converged one, by steps; nothing when it has no other rung. */
@@ -443,19 +455,30 @@ static int ladder_rows(const command *c, const rep_grid *cx, const lab_effect_ro
                    "the steps to the last; %% of perplexity or accuracy points). Under the cosine "
                    "schedule the late stretch is where the learning rate anneals, so a change "
                    "that does not shrink as the budget grows measures the schedule, not a curve "
-                   "still far from its limit.\n\n"
-                   "| task | T | C | FFN | variant | steps | runs | final metric | late change |\n"
-                   "|---|---|---|---|---|---|---|---|---|\n");
+                   "still far from its limit. 'per doubling' is what the budget itself still buys: "
+                   "the final metric's change from the rung above, divided by log2 of the ratio of "
+                   "their steps (%% of perplexity or accuracy points; the rungs' means, over the "
+                   "runs each has).\n\n"
+                   "| task | T | C | FFN | variant | steps | runs | final metric | late change | "
+                   "per doubling |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nv && !code; i++) {
         double late;
         code = arm_late_change(c, v[i].x, v[i].r->arm, cr->T, cr->C, cr->ffn, &late);
         fprintf(f, "| %s | %d | %d | %s | %s | %ld | %d | ", ba_task_name(cx->g.task), cr->T,
                 cr->C, cr->ffn ? "yes" : "no", label, v[i].x->g.train.steps, v[i].r->runs);
-        if (!v[i].r->runs)
-            fprintf(f, "missing | missing |\n");
+        if (!v[i].r->runs) {
+            fprintf(f, "missing | missing | |\n");
+            continue;
+        }
+        fprintf(f, isnan(late) ? "%.3f | (no curves) | " : "%.3f | %+.2f | ", v[i].r->mean, late);
+        const rung *up = NULL; /* the nearest shorter budget with runs */
+        for (int k = i - 1; k >= 0 && !up; k--)
+            up = v[k].r->runs ? &v[k] : NULL;
+        if (up)
+            fprintf(f, "%+.2f |\n", per_doubling(cx->g.task, up, &v[i]));
         else
-            fprintf(f, isnan(late) ? "%.3f | (no curves) |\n" : "%.3f | %+.2f |\n", v[i].r->mean,
-                    late);
+            fprintf(f, "|\n");
     }
     return code;
 }
