@@ -16,7 +16,7 @@ set title "brackets: held-out accuracy (%) vs T at C=4\nwith FFN; mean ± sd ove
 set ylabel "held-out accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [84.9285:96.3379]
+set yrange [83.939:96.1628]
 plot 'brackets_C4_ffn1_vs_T.dat' index 0 using ($1-0.06):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'brackets_C4_ffn1_vs_T.dat' index 1 using ($1-0.02):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'brackets_C4_ffn1_vs_T.dat' index 2 using ($1+0.02):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \

@@ -15,7 +15,7 @@ set title "validation metric during training\nbrackets, T=20, C=4; mean ± sd ov
 set ylabel "validation accuracy (%)"
 unset logscale y
 set ytics autofreq
-set yrange [72.94:97.0165]
+set yrange [73.0925:96.7767]
 plot 'curves_brackets_T20_C4_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_brackets_T20_C4_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
      'curves_brackets_T20_C4_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
