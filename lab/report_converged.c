@@ -408,13 +408,26 @@ static int rung_cmp(const void *pa, const void *pb)
 }
 
 /* The change of the final metric from rung a to the longer rung b per
- * doubling of the steps: % of perplexity (charlm) or accuracy points
- * (brackets), divided by log2(b's steps / a's). */
-static double per_doubling(ba_task task, const rung *a, const rung *b)
+ * doubling of the steps, paired by seed: the mean over the seeds both
+ * rungs finished of % of perplexity (charlm) or accuracy points
+ * (brackets), divided by log2(b's steps / a's). *pairs: the seeds; NAN
+ * when none is shared. */
+static double per_doubling(ba_task task, const rung *a, const rung *b, int T, int C, int ffn,
+                           int *pairs)
 {
-    double d = task == BA_TASK_CHARLM ? 100.0 * (b->r->mean / a->r->mean - 1.0)
-                                      : b->r->mean - a->r->mean;
-    return d / log2((double)b->x->g.train.steps / (double)a->x->g.train.steps);
+    ba_running s = {0};
+    for (int i = 0; i < b->x->cs.n; i++) {
+        const lab_cell *y = &b->x->cs.cells[i];
+        if (!y->run || y->arm != b->r->arm || y->T != T || y->C != C || y->ffn != ffn)
+            continue;
+        const lab_cell *x = lab_cells_find(&a->x->cs, a->r->arm, T, C, ffn, y->seed);
+        if (!x || !x->run)
+            continue;
+        double va = x->run->value, vb = y->run->value;
+        ba_running_add(&s, task == BA_TASK_CHARLM ? 100.0 * (vb / va - 1.0) : 100.0 * (vb - va));
+    }
+    *pairs = (int)s.n;
+    return s.n ? s.mean / log2((double)b->x->g.train.steps / (double)a->x->g.train.steps) : NAN;
 }
 
 /* The rows of one converged row cr (grid cx) down its ladder: the same
@@ -457,8 +470,8 @@ static int ladder_rows(const command *c, const rep_grid *cx, const lab_effect_ro
                    "that does not shrink as the budget grows measures the schedule, not a curve "
                    "still far from its limit. 'per doubling' is what the budget itself still buys: "
                    "the final metric's change from the rung above, divided by log2 of the ratio of "
-                   "their steps (%% of perplexity or accuracy points; the rungs' means, over the "
-                   "runs each has).\n\n"
+                   "their steps (%% of perplexity or accuracy points; the mean over the seeds both "
+                   "rungs finished, their count in brackets).\n\n"
                    "| task | T | C | FFN | variant | steps | runs | final metric | late change | "
                    "per doubling |\n"
                    "|---|---|---|---|---|---|---|---|---|---|\n");
@@ -475,10 +488,12 @@ static int ladder_rows(const command *c, const rep_grid *cx, const lab_effect_ro
         const rung *up = NULL; /* the nearest shorter budget with runs */
         for (int k = i - 1; k >= 0 && !up; k--)
             up = v[k].r->runs ? &v[k] : NULL;
-        if (up)
-            fprintf(f, "%+.2f |\n", per_doubling(cx->g.task, up, &v[i]));
+        int pairs = 0;
+        double pd = up ? per_doubling(cx->g.task, up, &v[i], cr->T, cr->C, cr->ffn, &pairs) : NAN;
+        if (pairs)
+            fprintf(f, "%+.2f (%d) |\n", pd, pairs);
         else
-            fprintf(f, "|\n");
+            fprintf(f, up ? "(no shared seeds) |\n" : "|\n");
     }
     return code;
 }
