@@ -210,14 +210,13 @@ static void intro(const char *out, const rep_grids *gs, int standalone, FILE *f)
             fputc('\n', f);
     }
     fprintf(f, "The paper's headline cells with the full preset's settings (same seeds, data "
-               "order, batch, learning rate and cosine schedule) but longer budgets (8x the "
-               "full preset's steps for charlm, 4x for brackets), to see whether the validation "
-               "curves stop moving: a grid is 'flat' when every cell's metric moved by less than "
-               "0.5 (%% of perplexity or accuracy points) from the periodic evaluation nearest "
-               "70 %% of the steps to the last one. The full report's 'Against the paper' rows of "
-               "these cells come from here, whether flat or not: the next table says which, and "
-               "the full report's budget ladder shows how far the final metric still moves per "
-               "doubling of the budget.\n\n");
+               "order, batch, learning rate and cosine schedule) but the longer budgets below, "
+               "to see whether the validation curves stop moving: a grid is 'flat' when every "
+               "cell's metric moved by less than 0.5 (%% of perplexity or accuracy points) from "
+               "the periodic evaluation nearest 70 %% of the steps to the last one. The full "
+               "report's 'Against the paper' rows of these cells come from here, whether flat or "
+               "not: the next table says which, and the full report's budget ladder shows how "
+               "far the final metric still moves per doubling of the budget.\n\n");
     fprintf(f, "| grid | runs finished | steps |\n|---|---|---|\n");
     for (size_t k = 0; k < sizeof conv_grids / sizeof conv_grids[0]; k++) {
         const rep_grid *x = rep_grid_named(gs, conv_grids[k]);
