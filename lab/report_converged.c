@@ -423,6 +423,8 @@ static double per_doubling(ba_task task, const rung *a, const rung *b, int T, in
         if (!x || !x->run)
             continue;
         double va = x->run->value, vb = y->run->value;
+        if (!isfinite(va) || !isfinite(vb) || (task == BA_TASK_CHARLM && !(va > 0)))
+            continue; /* a record no run writes: no pair, not an inf */
         ba_running_add(&s, task == BA_TASK_CHARLM ? 100.0 * (vb / va - 1.0) : 100.0 * (vb - va));
     }
     *pairs = (int)s.n;
