@@ -456,15 +456,17 @@ static const struct {
     const char *grid;
     int T, ffn;
 } headline_rows[] = {
-    {"charlm-T12", 12, 1}, {"charlm-40k", 12, 1}, {"charlm-80k", 12, 1},
-    {"brackets", 16, 1},   {"brackets", 16, 0},   {"brackets", 20, 1},
-    {"brackets", 20, 0},   {"charlm", 20, 1},     {"brackets-T24", 24, 1},
-    {"brackets-T24", 24, 0},
+    {"charlm-T12", 12, 1}, {"charlm-40k", 12, 1},   {"charlm-80k", 12, 1},
+    {"charlm-320k", 12, 1}, {"brackets", 16, 1},    {"brackets", 16, 0},
+    {"brackets", 20, 1},   {"brackets", 20, 0},    {"charlm", 20, 1},
+    {"brackets-T24", 24, 1}, {"brackets-T24", 24, 0},
 };
 static const char *const paper_grids[] = {"charlm-T12", "charlm", "brackets", "brackets-T24"};
-static const char *const budget_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k"};
+static const char *const budget_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k",
+                                           "charlm-320k"};
 /* the fixed budgets of the converged preset's cells, one grid per budget */
-static const char *const ladder_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k", "brackets"};
+static const char *const ladder_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k", "charlm-320k",
+                                           "brackets"};
 static const char *const width_grids[] = {"brackets-width", "charlm-width"};
 
 

@@ -1,0 +1,21 @@
+# Written by boltzattn. Re-run from this directory: gnuplot learning_curves.gp
+set encoding utf8
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,650 enhanced font "sans,11"
+} else {
+    set terminal png size 900,650 enhanced
+}
+set output '../learning_curves.png'
+set xlabel "training step"
+set grid
+set key outside right top vertical
+set bars small
+set offsets graph 0.03, graph 0.03, 0, 0
+set title "validation metric during training\ncharlm, T=12, C=32; mean ± sd over seeds; last point: final evaluation, whole set"
+set ylabel "validation perplexity"
+set logscale y
+set ytics autofreq
+set yrange [6.6445:7.73838]
+set ytics (6.8, 7, 7.2, 7.4, 7.6)
+plot 'curves_charlm_T12_C32_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_charlm_T12_C32_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced
