@@ -7,7 +7,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 }
 set output 'J_vs_distance.png'
 set datafile separator ","
-set title "mean coupling J by key distance (charlm, boltzmann, T=12, 1 layer x 1 head, 5 runs)"
+set title "mean coupling J by key distance (charlm, boltzmann, T=12, 1 layer x 1 head, 10 runs)"
 set xlabel "key distance d = k - j"
 set ylabel "coupling J_{jk}"
 set xrange [0.5:11.5]
@@ -19,4 +19,4 @@ set label 1 "paper: J > 0" at 3, graph 0.04 center textcolor rgb "#b2182b"
 set object 2 rectangle from 5.5, graph 0 to graph 1, graph 1 behind fillcolor rgb "#e3ecf7" fillstyle solid noborder
 set label 2 "paper: J < 0" at 8.5, graph 0.04 center textcolor rgb "#2166ac"
 plot 0 with lines dashtype 2 linecolor rgb "black" title "J = 0", \
-     'distance_runs.csv' using 1:3:5:6 with yerrorlines linewidth 2 pointtype 7 linecolor rgb "#d62728" title "mean over 5 runs, 95 % interval over runs"
+     'distance_runs.csv' using 1:3:5:6 with yerrorlines linewidth 2 pointtype 7 linecolor rgb "#d62728" title "mean over 10 runs, 95 % interval over runs"

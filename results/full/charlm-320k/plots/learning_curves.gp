@@ -15,7 +15,7 @@ set title "validation metric during training\ncharlm, T=12, C=32; mean ± sd ove
 set ylabel "validation perplexity"
 set logscale y
 set ytics autofreq
-set yrange [6.6445:7.73838]
+set yrange [6.64211:7.71323]
 set ytics (6.8, 7, 7.2, 7.4, 7.6)
 plot 'curves_charlm_T12_C32_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T12_C32_ffn1.dat' index 1 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced

@@ -16,6 +16,6 @@ set title "charlm: validation perplexity vs T at C=32\nwith FFN; mean ± sd over
 set ylabel "validation perplexity"
 unset logscale y
 set ytics autofreq
-set yrange [6.77901:6.9041]
+set yrange [6.79063:6.9104]
 plot 'charlm_C32_ffn1_vs_T.dat' index 0 using ($1-0.02):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'charlm_C32_ffn1_vs_T.dat' index 1 using ($1+0.02):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced
