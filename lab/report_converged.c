@@ -42,8 +42,8 @@ static int late_change(const command *c, const lab_run *r, double *d, long *from
     if (ne >= 2) {
         best = best == last ? prev : best; /* else the last against itself */
         const ba_eval_result *a = &recs[best].eval, *b = &recs[last].eval;
-        *d = r->task == BA_TASK_CHARLM ? 100.0 * (b->ppl / a->ppl - 1.0)
-                                       : 100.0 * (b->accuracy - a->accuracy);
+        int lm = r->task == BA_TASK_CHARLM;
+        *d = lab_effect(r->task, lm ? b->ppl : b->accuracy, lm ? a->ppl : a->accuracy);
         *from = recs[best].step, *to = recs[last].step;
     }
     free(recs);
@@ -425,7 +425,7 @@ static double per_doubling(ba_task task, const rung *a, const rung *b, int T, in
         double va = x->run->value, vb = y->run->value;
         if (!isfinite(va) || !isfinite(vb) || (task == BA_TASK_CHARLM && !(va > 0)))
             continue; /* a record no run writes: no pair, not an inf */
-        ba_running_add(&s, task == BA_TASK_CHARLM ? 100.0 * (vb / va - 1.0) : 100.0 * (vb - va));
+        ba_running_add(&s, lab_effect(task, vb, va));
     }
     *pairs = (int)s.n;
     return s.n ? s.mean / log2((double)b->x->g.train.steps / (double)a->x->g.train.steps) : NAN;
