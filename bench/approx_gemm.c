@@ -17,9 +17,9 @@
  *
  * Threads: --threads, else 1. Exit status: 0 ok, 1 a library error, 2 bad
  * arguments. */
-#include "approx_gemm.h"
+#include "ising/approx_gemm.h"
 #include "boltzattn.h"
-#include "internal.h"
+#include "model/model.h"
 #include "opts.h"
 
 #include <limits.h>

@@ -27,7 +27,7 @@
  * Threads: --threads, else OMP_NUM_THREADS, else 1 (per-core figures).
  * Exit status: 0 ok, 1 library error, 2 bad arguments or unreadable data. */
 #include "boltzattn.h"
-#include "internal.h"
+#include "model/model.h"
 #include "opts.h"
 
 #include <limits.h>

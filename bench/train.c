@@ -20,7 +20,7 @@
  *
  * Exit status: 0 ok, 1 library error, 2 bad arguments. */
 #include "boltzattn.h"
-#include "internal.h" /* the model's linear layers, for the dense limit */
+#include "model/model.h" /* the model's linear layers, for the dense limit */
 #include "opts.h"
 
 #include <limits.h>

@@ -25,7 +25,7 @@
 #include "approx.h"
 /* ba_approx_forward, ba_band_forward and ba_field_bias_value: the
  * library's internal entry points, which this study measures */
-#include "internal.h"
+#include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -5,7 +5,7 @@
  * the records are merged into the file's "checkpoints" by label. */
 #include "approx.h"
 /* ba_field_bias_value: the library's internal field shift */
-#include "internal.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>

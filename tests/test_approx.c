@@ -38,7 +38,7 @@
 #include <omp.h>
 #endif
 
-#include "internal.h"
+#include "model/model.h"
 
 #define TT 12
 #define BB 3

@@ -42,7 +42,7 @@
 #include <omp.h>
 #endif
 
-#include "internal.h"
+#include "model/model.h"
 
 #define NMAX 64
 #define LDJ (NMAX + 3) /* a leading dimension other than n */

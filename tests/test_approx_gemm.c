@@ -45,7 +45,7 @@
 #include <omp.h>
 #endif
 
-#include "approx_gemm.h"
+#include "ising/approx_gemm.h"
 
 #define TMAX 100
 #define BB 2

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 
 #define TWIN_TOL 1e-12
 #define FD_EPS 1e-5

@@ -61,7 +61,7 @@
 #include <omp.h>
 #endif
 
-#include "internal.h"
+#include "model/model.h"
 
 #ifndef FAST_ENGINE_STRICT
 #define FAST_ENGINE_STRICT 0

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 #include "grad_norm.h"
 #ifdef _OPENMP
 #include <omp.h>

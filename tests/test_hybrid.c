@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 
 #define INWIN_TOL 1e-13
 #define FULL_TOL 1e-12

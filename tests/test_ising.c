@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 
 #define MAXN 10
 #define FWD_TOL 1e-12

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "vmath.h"
+#include "model/model.h"
+#include "core/vmath.h"
 
 #define GK 0.7978845608028654
 #define GA 0.044715

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 
 #define NMAX 16
 #define LDJ (NMAX + 3) /* a leading dimension other than n */

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 
 #define FD_EPS 1e-5
 #define REL_TOL 1e-6

@@ -37,7 +37,7 @@
 #include <omp.h>
 #endif
 
-#include "internal.h"
+#include "model/model.h"
 
 static void fill_normal(ba_rng *r, double *x, size_t n, double sd)
 {

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 
 typedef double complex cplx;
 

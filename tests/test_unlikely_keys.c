@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "model/model.h"
 #include "grad_norm.h"
 
 #define F32_BOUND (4.0 * (256.0 + 4.0) * 0x1p-24)
