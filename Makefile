@@ -13,9 +13,10 @@ PKGS        = $(DEB_PKGS)
 DATA_URL   ?= https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 DATA_SHA   := 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 BIN        := $(BUILD)/boltzattn
+LAB        := $(BUILD)/boltzattn-lab
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build install test test-release test-asan run data bench bench-train bench-long bench-approx bench-python bench-mpi reproduce results-doc samplers-doc approx-doc clean help
+.PHONY: all deps build install test test-release test-asan run data bench bench-train bench-long bench-approx bench-python bench-mpi reproduce plan results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
 PREFIX     ?= /usr/local
 
@@ -25,7 +26,7 @@ help:
 	@echo "make run    install build deps (root), build, run a one-minute brackets demo"
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
-	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR; MPI=N ranks)"
+	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR; MPI=N ranks; the plans: lab/presets.json)"
 	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long, results/converged; no training)"
 	@echo "make reproduce PRESET=converged   the headline cells trained to flat curves (hours; resumable)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
@@ -33,6 +34,7 @@ help:
 	@echo "make reproduce PRESET=approx   the approximate engines trained at charlm T = 12, 20 (mf, tap, bp, hybrid)"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make approx-doc  regenerate docs/approximate.md from results/approx/accuracy.json (no computing)"
+	@echo "make plan PRESET=full   print a preset's plan (boltzattn-lab plan: the grids reproduce trains)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
 	@echo "make bench-train  the training step: 1 and 2 threads against its dense products, and against PyTorch (~5 min)"
 	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
@@ -148,17 +150,21 @@ bench-mpi: build
 	bash bench/mpi.sh $(BIN)
 
 # The paper's comparisons: PRESET=quick (minutes), full (hours), converged
-# (the headline cells to flat curves: many hours), samplers or
-# long (long contexts), into out/PRESET (OUT=DIR to choose; results/PRESET
-# holds the committed runs). MPI=N runs every grid on N MPI ranks.
+# (the headline cells to flat curves: many hours), samplers, long (long
+# contexts) or approx, into out/PRESET (OUT=DIR to choose; results/PRESET
+# holds the committed runs). MPI=N runs every grid on N MPI ranks. The
+# plans are lab/presets.json's (boltzattn-lab plan PRESET prints one).
 reproduce: build
-	bash lab/reproduce.sh $(PRESET) $(BIN)
+	bash lab/reproduce.sh $(PRESET) $(BIN) $(LAB)
+
+plan: build
+	$(LAB) plan $(PRESET)
 
 # The "Training with sampled statistics" section of docs/samplers.md from
 # the committed samplers grid (results/samplers); nothing is trained.
 samplers-doc: build
-	SUMMARY_ONLY=1 OUT=results/samplers bash lab/reproduce.sh samplers $(BIN)
-	$(BIN) report results/samplers --samplers-doc docs/samplers.md
+	SUMMARY_ONLY=1 OUT=results/samplers bash lab/reproduce.sh samplers $(BIN) $(LAB)
+	$(LAB) report results/samplers --samplers-doc docs/samplers.md
 
 # docs/results.md from the committed full grid (results/full): summaries,
 # plots, couplings and the report are regenerated; nothing is trained. Once
@@ -166,23 +172,23 @@ samplers-doc: build
 # once results/converged exists, its section follows, and the full report's
 # verdicts of those cells come from it.
 results-doc: build
-	SUMMARY_ONLY=1 OUT=results/full bash lab/reproduce.sh full $(BIN)
+	SUMMARY_ONLY=1 OUT=results/full bash lab/reproduce.sh full $(BIN) $(LAB)
 	if [ -d results/converged ]; then \
-	  SUMMARY_ONLY=1 OUT=results/converged bash lab/reproduce.sh converged $(BIN); fi
-	$(BIN) report results/full --preset full --link-prefix ../results/full/ \
+	  SUMMARY_ONLY=1 OUT=results/converged bash lab/reproduce.sh converged $(BIN) $(LAB); fi
+	$(LAB) report results/full --preset full --link-prefix ../results/full/ \
 	  $$([ -d results/converged ] && echo --converged results/converged) > docs/results.md.tmp
 	if [ -d results/long ]; then \
-	  SUMMARY_ONLY=1 OUT=results/long bash lab/reproduce.sh long $(BIN) && \
-	  $(BIN) report results/long --preset long --section-only --link-prefix ../results/long/ >> docs/results.md.tmp; \
+	  SUMMARY_ONLY=1 OUT=results/long bash lab/reproduce.sh long $(BIN) $(LAB) && \
+	  $(LAB) report results/long --preset long --section-only --link-prefix ../results/long/ >> docs/results.md.tmp; \
 	fi
 	if [ -d results/converged ]; then \
-	  $(BIN) report results/converged --preset converged --section-only >> docs/results.md.tmp; fi
+	  $(LAB) report results/converged --preset converged --section-only >> docs/results.md.tmp; fi
 	mv docs/results.md.tmp docs/results.md
 
 # docs/approximate.md from the committed accuracy study (results/approx,
-# written by `boltzattn approx --out results/approx`); nothing is computed.
+# written by `boltzattn-lab approx --out results/approx`); nothing is computed.
 approx-doc: build
-	$(BIN) approx --doc docs/approximate.md --from results/approx
+	$(LAB) approx --doc docs/approximate.md --from results/approx
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -44,7 +44,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *prog = "bench_approx";
 
 #define MAX_TS 16
 #define MAX_REPS 64
@@ -489,6 +488,7 @@ static void print_header(const bench_args *a)
 
 int main(int argc, char **argv)
 {
+    prog = "bench_approx"; /* messages name this program (cli/opts.c) */
     bench_args a;
     int rc = read_args(argc, argv, &a);
     if (rc)

@@ -29,7 +29,6 @@
 #include <string.h>
 #include <time.h>
 
-const char *prog = "bench_approx_gemm";
 
 #define MAX_TS 8
 #define MAX_MEMS 8
@@ -154,6 +153,7 @@ static int bench_T(int T, int B, double a, double hstd, const int *eng, const in
 
 int main(int argc, char **argv)
 {
+    prog = "bench_approx_gemm"; /* messages name this program (cli/opts.c) */
     const command *c = &gemm_cmd;
     int rc = parse_args(c, argc - 1, argv + 1, NULL, 0, NULL);
     if (rc)

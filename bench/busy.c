@@ -45,7 +45,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *prog = "bench_busy";
 
 #define MAX_CONFIGS 8
 #define MAX_WORKS 8
@@ -519,6 +518,7 @@ static int round_once(bench_args *a, int rep, const char *tmp,
 
 int main(int argc, char **argv)
 {
+    prog = "bench_busy"; /* messages name this program (cli/opts.c) */
     static bench_args a;
     static samples s[MAX_WORKS][N_LOADS][MAX_CONFIGS];
     int rc = read_args(argc, argv, &a);

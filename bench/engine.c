@@ -37,7 +37,6 @@
 int openblas_get_num_threads(void);
 char *openblas_get_corename(void);
 
-const char *prog = "bench_engine";
 
 #define MAX_TS 64
 
@@ -477,6 +476,7 @@ static int bench_T(int T, const bench_args *a, double gemm_gf, FILE *csv)
 
 int main(int argc, char **argv)
 {
+    prog = "bench_engine"; /* messages name this program (cli/opts.c) */
     bench_args a;
     int rc = read_args(argc, argv, &a);
     if (rc)

@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *prog = "bench_samplers";
 
 /* the library's vector versions of the hot loops (src/samplers.c) */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
@@ -389,6 +388,7 @@ static int sampler_row(int n, double min_time, ba_rng *rng)
 
 int main(int argc, char **argv)
 {
+    prog = "bench_samplers"; /* messages name this program (cli/opts.c) */
     bench_args a = {{12, 16, 20, 24}, 4, {8, 12, 16}, 3, 0.5};
     int rc = read_args(argc, argv, &a);
     if (rc)

@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *prog = "bench_train";
 
 #define MAX_TS 64
 #define WARMUP 2
@@ -289,6 +288,7 @@ static int bench_T(int T, const bench_args *a, int per_config, FILE *csv)
 
 int main(int argc, char **argv)
 {
+    prog = "bench_train"; /* messages name this program (cli/opts.c) */
     bench_args a;
     int rc = read_args(argc, argv, &a);
     if (rc)

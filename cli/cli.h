@@ -241,8 +241,10 @@ int cmd_batch(int argc, char **argv);
 int cmd_ablate(int argc, char **argv);
 int cmd_couplings(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
-int cmd_report(int argc, char **argv);
-int cmd_dqa(int argc, char **argv);
-int cmd_approx(int argc, char **argv);
+int cmd_engines(int argc, char **argv);
+
+/* The BA_ENGINE_CAP_* bits of engine e from the library's table
+ * (cli/engines.c); 0 for auto or an unknown number. */
+unsigned engine_caps(ba_engine e);
 
 #endif

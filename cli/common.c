@@ -16,8 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *prog = "boltzattn";
-
 int input_status(int st) { return (st == BA_ERR_NOMEM || st == BA_ERR_NUMERIC) ? 1 : 2; }
 
 int fail_lib(const command *c, const char *err, int code)
@@ -389,10 +387,11 @@ int parse_approx_opts(const command *c, ba_engine engine, const ba_approx *base,
 {
     static const char *const names[4] = {"window", "damping", "tol", "max-iter"};
     *approx = *base;
-    *window = engine == BA_ENGINE_HYBRID ? base_window : 0;
+    int has_window = (engine_caps(engine) & BA_ENGINE_CAP_WINDOW) != 0;
+    *window = has_window ? base_window : 0;
     int is_approx = ba_engine_is_approx(engine), rc;
     for (int i = 0; i < 4; i++)
-        if (is_set(c, names[i]) && (!is_approx || (i == 0 && engine != BA_ENGINE_HYBRID)))
+        if (is_set(c, names[i]) && (!is_approx || (i == 0 && !has_window)))
             return usage_error(c, "--%s applies to %s, not to the %s engine", names[i],
                                i == 0 ? "the hybrid engine (--engine hybrid)"
                                       : "the approximate engines (--engine mf|tap|bp|hybrid)",

@@ -1,7 +1,8 @@
 /* boltzattn: the command-line tool. Train, evaluate, sample and inspect
- * Boltzmann-attention models (cli/), and run and report comparisons of
- * them (lab/). Only the tool prints and picks exit codes: 0 ok, 1 runtime
- * failure, 2 bad usage or bad input. */
+ * Boltzmann-attention models (cli/), and train, summarise and plot a grid
+ * of them (lab/ablate.c, plot.c, couplings.c); the experiment layer is
+ * boltzattn-lab (lab/lab_main.c). Only the tool prints and picks exit
+ * codes: 0 ok, 1 runtime failure, 2 bad usage or bad input. */
 #include "cli.h"
 
 #include <string.h>
@@ -21,11 +22,10 @@ static void print_main_help(void)
            "  ablate   train a grid of variants x T x widths x seeds; results and summary\n"
            "  plot     plots of an ablation directory (gnuplot)\n"
            "  couplings  the couplings J of a checkpoint: CSV, by distance, plots\n"
-           "  report   the results report of reproduced grids (Markdown, generated)\n"
-           "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
-           "  approx   accuracy of the approximate engines (mf, tap, bp, hybrid) against exact\n"
+           "  engines  the library's engines: numbers, limits, capabilities (--names)\n"
            "  version  print the version\n\n"
-           "'%s COMMAND --help' lists a command's options and their defaults.\n",
+           "'%s COMMAND --help' lists a command's options and their defaults. Presets,\n"
+           "reports, calibration and the approximate engines' studies: boltzattn-lab.\n",
            BA_VERSION, prog, prog);
 }
 
@@ -49,8 +49,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"train", cmd_train}, {"eval", cmd_eval},   {"sample", cmd_sample},
                 {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate},
-                {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"report", cmd_report},
-                {"dqa", cmd_dqa}, {"approx", cmd_approx}};
+                {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"engines", cmd_engines}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0) {
             /* under mpirun: MPI, and whether the command runs on ranks */

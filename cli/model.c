@@ -111,10 +111,11 @@ static int eval_report(const command *c, ba_model *m, ba_task task, const ba_dat
     char eng[64] = "";
     ba_engine e = ba_config_engine(cfg);
     int ising = cfg->attn == BA_ATTN_BOLTZMANN || cfg->attn == BA_ATTN_COUPLING;
+    int windowed = (engine_caps(e) & BA_ENGINE_CAP_WINDOW) != 0;
     if (ising && !own.kind && ba_engine_is_approx(e))
         snprintf(eng, sizeof eng, " (engine %s%s)", ba_engine_name(e),
-                 e == BA_ENGINE_HYBRID ? ", window " : "");
-    if (*eng && e == BA_ENGINE_HYBRID)
+                 windowed ? ", window " : "");
+    if (*eng && windowed)
         snprintf(eng + strlen(eng) - 1, sizeof eng - strlen(eng) + 1, "%d)", cfg->window);
     printf("%s %s T=%d%s%s%s%s\n", ba_task_name(task), ba_attn_name(cfg->attn),
            cfg->block_size, own.kind ? " (sampler " : "", own.kind ? sdesc : "",
@@ -168,7 +169,8 @@ static int set_engine(const command *c, ba_model *m)
         return usage_error(c, "--engine: %s", err);
     ba_approx base = ba_engine_is_approx(cfg->engine) ? cfg->approx : ba_approx_default();
     int window = cfg->window > 0 ? cfg->window : 8, rc;
-    if (e == BA_ENGINE_HYBRID && cfg->window == 0 && cfg->block_size - 1 < window)
+    if ((engine_caps(e) & BA_ENGINE_CAP_WINDOW) && cfg->window == 0 &&
+        cfg->block_size - 1 < window)
         window = cfg->block_size > 1 ? cfg->block_size - 1 : 1;
     ba_approx a;
     if ((rc = parse_approx_opts(c, e, &base, window, &a, &window)))

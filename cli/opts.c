@@ -18,6 +18,11 @@
 
 void openblas_set_num_threads(int); /* from OpenBLAS; its header varies by distro */
 
+/* The program messages start with: the tool's name unless a program
+ * (boltzattn-lab, a benchmark) sets its own first thing in main. Defined
+ * here, beside its only reader, so the parser calls nothing back. */
+const char *prog = "boltzattn";
+
 /* "boltzattn train" or "bench_train" for messages. */
 static void print_name(FILE *f, const command *c)
 {

@@ -12,7 +12,7 @@
 
 #define EXIT_USAGE 2
 
-/* The program name messages start with ("boltzattn", "bench_train"). */
+/* The program name messages start with ("boltzattn", "bench_train"; cli/opts.c). */
 extern const char *prog;
 
 typedef struct {

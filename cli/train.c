@@ -168,7 +168,7 @@ static void print_header(ba_trainer *t, const char *dir)
         char band[24] = "";
         if (cfg->band > 0)
             snprintf(band, sizeof band, " band=%d", cfg->band);
-        else if (ba_config_engine(cfg) == BA_ENGINE_HYBRID)
+        else if (engine_caps(ba_config_engine(cfg)) & BA_ENGINE_CAP_WINDOW)
             snprintf(band, sizeof band, " window=%d", cfg->window);
         snprintf(form, sizeof form, " couplings=%s%s engine=%s%s",
                  ba_couplings_name(cfg->couplings), band,
@@ -588,7 +588,7 @@ static int train_config(const command *c, ba_task task, const model_opts *mo, ba
     cfg->ffn = !is_set(c, "no-ffn");
     if ((rc = parse_couplings_opts(c, cfg)))
         return rc;
-    if (cfg->engine == BA_ENGINE_HYBRID) {
+    if (engine_caps(cfg->engine) & BA_ENGINE_CAP_WINDOW) {
         /* the hybrid's couplings are full range; --band names its window */
         if (cfg->band > 0 && is_set(c, "window") && cfg->band != cfg->window)
             return usage_error(c, "--band %d and --window %d: under --engine hybrid both name "

@@ -198,7 +198,8 @@ typedef struct {
                          backward: rows whose forward or adjoint did not
                          converge */
 } ba_approx_stats;
-/* 1 for mf, tap, bp and hybrid. */
+/* 1 for the approximate engines (mf, tap, bp, hybrid: BA_ENGINE_CAP_APPROX
+ * in the engine table below), 0 otherwise. */
 int ba_engine_is_approx(ba_engine e);
 
 /* How a layer's couplings are parameterised. absolute (the paper's): J_jk
@@ -234,6 +235,26 @@ int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err);
  * auto), 17 (band: a window of n - 1 spins, at most BA_MAX_BAND). With a
  * band the band engine goes to BA_MAX_BLOCK (ba_config_validate). */
 int ba_engine_max_spins(ba_engine e);
+
+/* The engine table: every engine the library has, in the order of their
+ * numbers (auto, the rule that picks band or fast, is not one of them;
+ * ba_engine_parse still takes it). Capabilities of an engine: */
+#define BA_ENGINE_CAP_EXACT 1u      /* the marginals exactly (to rounding) */
+#define BA_ENGINE_CAP_ENUMERATE 2u  /* sums over 2^n states: max_spins bounds n */
+#define BA_ENGINE_CAP_APPROX 4u     /* iterates (ba_approx settings), counts ba_approx_stats */
+#define BA_ENGINE_CAP_BAND 8u       /* reads couplings of range <= W only (a band) */
+#define BA_ENGINE_CAP_WINDOW 16u    /* takes an exact window W (config 'window') */
+#define BA_ENGINE_CAP_CONTEXT 32u   /* keeps state per attention head across calls */
+#define BA_ENGINE_CAP_F32 64u       /* float32 products under the float model */
+/* The number of engines in the table (at least 1). */
+int ba_engine_count(void);
+/* Engine i, 0 <= i < ba_engine_count(): its number, name (as --engine and
+ * the configs take it), a one-line summary, its largest number of spins
+ * without a band (ba_engine_max_spins) and its BA_ENGINE_CAP_* bits, each
+ * written where the pointer is not NULL (the strings are static). BA_OK, or
+ * BA_ERR_ARG with nothing written when i is out of range. */
+int ba_engine_info(int i, ba_engine *id, const char **name, const char **summary,
+                   int *max_spins, unsigned *caps);
 
 /* The model config: everything needed to rebuild a model (shapes,
  * attention variant, engine, sampler, output head), stored in every

@@ -25,7 +25,7 @@ extern "C" {
  * state (model, AdamW moments, step, the batch and sampler RNG streams,
  * the settings), steps it, evaluates it, saves and restores it exactly,
  * and hands typed records to a callback. With a run directory it also
- * keeps the run's files (docs/design.md, "Run directories"):
+ * keeps the run's files (docs/internals.md, "Run directories"):
  *   model.safetensors   the checkpoint of the last save point;
  *   state.safetensors   the resumable state of the same step (checksummed);
  *   metrics.jsonl       one JSON record a line (ba_record);

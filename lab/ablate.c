@@ -4,8 +4,8 @@
  * through the library's loop, resumable, shared by processes, summarised
  * with paired confidence intervals against softmax. The grid is recorded
  * in DIR/grid.json, each run in DIR/runs/NAME/run.json; --extrapolate
- * evaluates a grid's runs at a longer T (extrapolate.c), --eval-engines its
- * Ising runs with other engines (engine_eval.c). */
+ * evaluates a grid's runs at a longer T (extrapolate.c). (Evaluating its
+ * Ising runs with other engines is boltzattn-lab eval-engines.) */
 #include "lab.h"
 
 #include <dirent.h>
@@ -65,14 +65,6 @@ static opt ablate_opts[64] = {
      "grid's), --data (default: each run's) and --threads", 0, 0},
     {"extrapolate-items", "N", "0 (all)",
      "with --extrapolate: evenly spaced validation windows per evaluation", 0, 0},
-    {"eval-engines", "LIST", NULL,
-     "train nothing: evaluate the finished boltzmann/coupling runs of the grid in DIR with "
-     "their own engine and each engine of LIST (e.g. mf,tap,bp,hybrid) into DIR/engines.json "
-     "(as --extrapolate: kept entries, refusals, runs without checkpoint skipped); takes only "
-     "--out, --eval-engines-items, --batch, --data, --threads, and --damping, --tol, "
-     "--max-iter, --window (hybrid's, default 8 or T - 1) for the engines of LIST", 0, 0},
-    {"eval-engines-items", "N", "0 (all)",
-     "with --eval-engines: evenly spaced validation items per evaluation", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
@@ -633,8 +625,7 @@ static int only_opts(const command *c, const char *mode, const char *const *appl
                                   "--%s does not apply%s",
                                mode, o->name,
                                strcmp(o->name, "engine") == 0
-                                   ? " (each run keeps its own engine; --eval-engines lists "
-                                     "others to evaluate it with)"
+                                   ? " (each run keeps its own engine)"
                                    : "");
     }
     return 0;
@@ -661,18 +652,6 @@ static int extrapolate_mode(const command *c)
     return lab_extrapolate(c, dir, T2, items, B, is_set(c, "data") ? get_str(c, "data") : NULL);
 }
 
-/* ablate --eval-engines: as --extrapolate, the grid comes from its
- * grid.json; the list and the engines' options are engine_eval.c's. */
-static int eval_engines_mode(const command *c)
-{
-    static const char *const apply[] = {"out",    "eval-engines", "eval-engines-items",
-                                        "batch",  "data",         "threads",
-                                        "window", "damping",      "tol",
-                                        "max-iter"};
-    int rc = only_opts(c, "--eval-engines", apply, sizeof apply / sizeof apply[0]);
-    return rc ? rc : lab_eval_engines(c);
-}
-
 int cmd_ablate(int argc, char **argv)
 {
     const command *c = &ablate_cmd;
@@ -683,7 +662,7 @@ int cmd_ablate(int argc, char **argv)
     /* under MPI only training is shared: the rest is one process's work,
      * and several writing the same files would race */
     if (mpi_size() > 1) {
-        static const char *const single[] = {"extrapolate", "eval-engines", "summary-only"};
+        static const char *const single[] = {"extrapolate", "summary-only"};
         for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
             if (is_set(c, single[i]))
                 return usage_error(c, "--%s runs on one process: run it without mpirun",
@@ -693,10 +672,6 @@ int cmd_ablate(int argc, char **argv)
         return extrapolate_mode(c);
     if (is_set(c, "extrapolate-items"))
         return usage_error(c, "--extrapolate-items needs --extrapolate");
-    if (is_set(c, "eval-engines"))
-        return eval_engines_mode(c);
-    if (is_set(c, "eval-engines-items"))
-        return usage_error(c, "--eval-engines-items needs --eval-engines");
     grid_state s;
     memset(&s, 0, sizeof s);
     s.c = c;

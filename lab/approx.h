@@ -1,7 +1,9 @@
-/* The approx subcommand in two halves: approx.c parses the study, measures
- * the engines on an instance and runs the random cells; approx_ckpt.c
- * takes the instances of a checkpoint (--ckpt) and merges its records.
- * approx_doc.c writes the document (declared in lab.h). */
+/* The approx subcommand (boltzattn-lab approx): approx.c parses the study
+ * and runs the random cells; approx_measure.c measures the engines on an
+ * instance (approx.c and approx_ckpt.c call it); approx_ckpt.c takes the
+ * instances of a checkpoint (--ckpt) and merges its records. approx_doc.c
+ * writes the document (declared in lab.h) with approx_train_doc.c and
+ * approx_eval_doc.c; approx_read.c holds what those three share. */
 #ifndef BA_LAB_APPROX_H
 #define BA_LAB_APPROX_H
 
@@ -85,7 +87,8 @@ void ax_ckpt_label(const char *path, char *buf, size_t len);
 int ax_ckpt_merge(const command *c, cJSON *rec, cJSON **fresh, const cJSON *set,
                   const char *path, const char *label);
 
-/* approx_doc.c's checked reading of a JSON field: a message naming the
+/* approx_read.c's checked reading of a JSON field (for approx_doc.c and
+ * the document's other parts): a message naming the
  * file and the field ("field cells[3].n is missing or malformed") and
  * exit 2 for one that is missing, of another type or out of [lo, hi]
  * (null reads as NAN where nullable); 0 otherwise. */

@@ -1,6 +1,6 @@
 /* The approx document's table of exact-trained models evaluated with
  * each engine (lab/approx_train_doc.c writes the section around it), from
- * a grid's engines.json (ablate --eval-engines, lab/engine_eval.c): per
+ * a grid's engines.json (boltzattn-lab eval-engines, lab/engine_eval.c): per
  * engine and setting (window, damping, tol, max-iter, items, variant) the
  * mean over runs of the validation perplexity with the engine and with
  * the model's own engine, the change paired per run with its 95 %

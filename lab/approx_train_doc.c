@@ -33,17 +33,6 @@
 #define TD_MAX_T (TD_MAX_ROWS + 2) /* the rows' and the preset's */
 #define TD_MAX_OTHER 8
 
-const ba_engine ax_planned[AX_NPLAN] = {BA_ENGINE_MF, BA_ENGINE_TAP, BA_ENGINE_BP,
-                                        BA_ENGINE_HYBRID};
-
-int ax_plan_index(const char *engine)
-{
-    int p = 0;
-    while (p < AX_NPLAN && strcmp(engine, ba_engine_name(ax_planned[p])) != 0)
-        p++;
-    return p;
-}
-
 /* The preset's block sizes: a section each. */
 static const int planned_T[] = {12, 20};
 
@@ -462,24 +451,6 @@ static void ppl_cell(FILE *f, const double *v, int n)
         fprintf(f, " %.3f ± %.3f |", s.mean, s.sd);
 }
 
-/* x, with what rounds to zero at two decimals as 0 (no "-0.00"). */
-static double nz(double x)
-{
-    return fabs(x) < 0.005 ? 0.0 : x;
-}
-
-void ax_change_cell(FILE *f, const double *d, int n, const char *none)
-{
-    ba_summary s = ba_summarize(d, n);
-    double lo = s.mean - s.ci95, hi = s.mean + s.ci95;
-    if (n == 0)
-        fprintf(f, " %s |", none);
-    else if (n == 1)
-        fprintf(f, " %+.2f %% (one pair; interval n/a) |", nz(s.mean));
-    else
-        fprintf(f, " %+.2f %% [%+.2f, %+.2f] |", nz(s.mean), nz(lo), nz(hi));
-}
-
 /* An engine's label: its name, hybrid's window, settings other than the
  * defaults, and where the rows of its section differ in them (mixed) the
  * form, width and FFN. */
@@ -599,8 +570,8 @@ static void eval_table(FILE *f, const ax_train *t, const td_sec *s)
     if (!s->exact)
         fprintf(f, "No exact-trained grid at T = %d in `%s`: no data.\n\n", s->T, t->from);
     else if (!s->ev)
-        fprintf(f, "`%s` has no engines.json yet: no data (`boltzattn ablate --out %s/%s "
-                   "--eval-engines mf,tap,bp,hybrid`).\n\n",
+        fprintf(f, "`%s` has no engines.json yet: no data (`boltzattn-lab eval-engines --out %s/%s "
+                   "--engines mf,tap,bp,hybrid`).\n\n",
                 s->exact->x->name, t->from, s->exact->x->name);
     else
         fprintf(f, "From `%s/engines.json`.\n\n", s->exact->x->name), ax_evals_table(f, s->ev);
@@ -627,7 +598,7 @@ void ax_train_write(FILE *f, const ax_train *t)
             "## Exact-trained models evaluated with each engine\n\n"
             "The exact-trained models of the grid at each T (their checkpoints) evaluated on "
             "the validation split with their own exact engine and with each approximate "
-            "engine (`boltzattn ablate --out GRID --eval-engines LIST`, GRID/engines.json): "
+            "engine (`boltzattn-lab eval-engines --out GRID --engines LIST`, GRID/engines.json): "
             "the couplings as trained, only the inference changed. Per engine and setting, "
             "the mean over runs of the validation perplexity with the engine and with the "
             "model's own engine, the change paired per run (as above), the rows (attention "

@@ -1,4 +1,4 @@
-/* boltzattn dqa --compare-samplers S: the sampler-quality table (every
+/* boltzattn-lab dqa --compare-samplers S: the sampler-quality table (every
  * sampler at its defaults against the exact distribution on random
  * instances); the rest of the dqa command is lab/dqa_calibrate.c. */
 #include "lab.h"

@@ -1,4 +1,4 @@
-/* ablate --eval-engines: a grid's Ising models evaluated with other
+/* boltzattn-lab eval-engines: a grid's Ising models evaluated with other
  * engines. Each finished run whose attention is boltzmann or coupling
  * (exact inference: a sampled run's attention is its sampler's, not an
  * engine's, and it is left out with a note) is evaluated on the
@@ -26,7 +26,7 @@
  * An entry is keyed by (run, engine, window, approx, items) and never
  * redone; the file's handling (resuming, the atomic rewrite after every
  * entry, the grid directory's lock, runs without a checkpoint skipped
- * with a note) is grid_eval.c's, shared with --extrapolate. Whether the
+ * with a note) is grid_eval.c's, shared with ablate --extrapolate. Whether the
  * model can run on an engine is judged by the library on the run's
  * config, so a clone without checkpoints records the same refusals. */
 #include "lab.h"
@@ -286,29 +286,64 @@ static int eval_grid(const command *c, const char *dir, const eopts *o)
     return code;
 }
 
-/* --eval-engines LIST: engine names (ba_engine_parse), none empty or twice. */
+/* --engines LIST: engine names (ba_engine_parse), none empty or twice. */
 static int engine_list(const command *c, ba_engine *eng, int max, int *n)
 {
     char list[256], err[BA_ERR_LEN];
-    const char *v = get_str(c, "eval-engines");
+    const char *v = get_str(c, "engines");
     *n = 0;
     if (snprintf(list, sizeof list, "%s", v) >= (int)sizeof list)
-        return usage_error(c, "--eval-engines: list too long");
+        return usage_error(c, "--engines: list too long");
     for (char *p = list, *comma = list; comma; p = comma + 1) {
         if ((comma = strchr(p, ',')))
             *comma = '\0';
         if (!*p)
-            return usage_error(c, "--eval-engines: '%s' has an empty item", v);
+            return usage_error(c, "--engines: '%s' has an empty item", v);
         if (*n == max)
-            return usage_error(c, "--eval-engines: at most %d engines", max);
+            return usage_error(c, "--engines: at most %d engines", max);
         if (ba_engine_parse(p, &eng[*n], err))
-            return usage_error(c, "--eval-engines: %s", err);
+            return usage_error(c, "--engines: %s", err);
         for (int i = 0; i < *n; i++)
             if (eng[i] == eng[*n])
-                return usage_error(c, "--eval-engines: '%s' is listed twice", p);
+                return usage_error(c, "--engines: '%s' is listed twice", p);
         (*n)++;
     }
     return 0;
+}
+
+static opt eval_engines_opts[] = {
+    {"out", "DIR", NULL, "the grid directory (its grid.json and runs; required)", 0, 0},
+    {"engines", "LIST", NULL,
+     "the engines to evaluate each boltzmann/coupling run with, e.g. mf,tap,bp,hybrid "
+     "(required)", 0, 0},
+    {"items", "N", "0 (all)", "evenly spaced validation items per evaluation", 0, 0},
+    {"batch", "N", "the grid's", "sequences per batch of the evaluations", 0, 0},
+    {"data", "PATH", "each run's", "charlm: the text", 0, 0},
+    {"window", "W", "8, or T - 1 where T <= 8", "hybrid engine: its exact window", 0, 0},
+    {"damping", "X", "0.5", "approximate engines: share of the new iterate, in (0, 1]", 0, 0},
+    {"tol", "X", "1e-8", "approximate engines: stop when max |step| < X (0 < X < 1)", 0, 0},
+    {"max-iter", "N", "1000", "approximate engines: sweeps per query before the retry", 0, 0},
+    {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command eval_engines_cmd = {
+    "eval-engines",
+    "--out GRID --engines LIST [options]\n\n"
+    "Evaluates the finished boltzmann/coupling runs of the grid in GRID with their own\n"
+    "engine and with each engine of LIST into GRID/engines.json (entries already there\n"
+    "are kept; an engine a model cannot run on is recorded with the reason; a run\n"
+    "without its checkpoint is skipped with a note).",
+    eval_engines_opts};
+
+int cmd_eval_engines(int argc, char **argv)
+{
+    const command *c = &eval_engines_cmd;
+    int rc = parse_args(c, argc, argv, NULL, 0, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!get_str(c, "engines"))
+        return usage_error(c, "option '--engines' is required");
+    return lab_eval_engines(c);
 }
 
 int lab_eval_engines(const command *c)
@@ -329,19 +364,18 @@ int lab_eval_engines(const command *c)
     /* the engines' options set the engines of the list: each is refused
      * where the list has none it applies to, so nothing is ignored */
     if (is_set(c, "window") && !hybrid)
-        return usage_error(c, "--window is the hybrid engine's window, and --eval-engines "
+        return usage_error(c, "--window is the hybrid engine's window, and --engines "
                               "does not list hybrid");
     static const char *const iter[] = {"damping", "tol", "max-iter"};
     for (int i = 0; i < 3; i++)
         if (is_set(c, iter[i]) && approx_e == BA_ENGINE_AUTO)
             return usage_error(c, "--%s applies to the approximate engines (mf, tap, bp, "
-                                  "hybrid), and --eval-engines lists none",
+                                  "hybrid), and --engines lists none",
                                iter[i]);
     if ((approx_e != BA_ENGINE_AUTO &&
          (rc = parse_approx_opts(c, hybrid ? BA_ENGINE_HYBRID : approx_e, &o.ap, 0, &o.ap,
                                  &o.window))) ||
-        (is_set(c, "eval-engines-items") &&
-         (rc = get_int(c, "eval-engines-items", 0, INT_MAX, &o.items))) ||
+        (is_set(c, "items") && (rc = get_int(c, "items", 0, INT_MAX, &o.items))) ||
         (is_set(c, "batch") && (rc = get_int(c, "batch", 1, 1 << 20, &o.B))) ||
         (rc = apply_threads(c)))
         return rc;

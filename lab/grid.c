@@ -394,6 +394,7 @@ static int same_inference(const lab_grid *g, int arm, int T, const ba_config *ru
 int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab_cells *out)
 {
     out->g = g;
+    out->refs = NULL;
     out->n = g->nT * g->nC * g->nffn * g->nseeds * g->narms;
     out->cells = calloc((size_t)out->n + 1, sizeof *out->cells);
     if (!out->cells)

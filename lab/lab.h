@@ -14,7 +14,7 @@
  *   GRID/extrapolation.json    its runs evaluated at a longer T (ablate
  *                              --extrapolate, extrapolate.c)
  *   GRID/engines.json          its Ising runs evaluated with other engines
- *                              (ablate --eval-engines, engine_eval.c)
+ *                              (boltzattn-lab eval-engines, engine_eval.c)
  *
  * A directory's name carries no meaning: what a run is comes from its
  * record. Generated Markdown, CSV and plot data are outputs only. */
@@ -194,10 +194,27 @@ typedef struct {
     uint64_t seed;
     const lab_run *run; /* a finished run with the cell's keys, or NULL */
 } lab_cell;
+/* The reference numbers a summary prints in its "paper" column: one per
+ * (task, variant, T, FFN) of the paper's plain exact model, and the sign
+ * pattern of its couplings by key distance. The lab program fills them
+ * from lab/presets.json; ablate has none (the column stays empty). */
+typedef struct {
+    ba_task task;
+    ba_attn attn;
+    int T, ffn; /* ffn -1: with or without */
+    const char *text; /* e.g. "-1.08 %" */
+} lab_ref;
+typedef struct {
+    lab_ref *v;
+    int n;
+    int pos_lo, pos_hi, neg_from; /* J > 0 for d in [pos_lo, pos_hi], J < 0 from neg_from */
+} lab_refs;
+
 typedef struct {
     const lab_grid *g;
     lab_cell *cells;
     int n;
+    const lab_refs *refs; /* NULL (lab_cells_match's): no reference numbers */
 } lab_cells;
 /* Pairs the grid's cells with the finished runs of rs (by their records'
  * keys). 0 or an exit code after printing. */
@@ -208,8 +225,9 @@ const lab_cell *lab_cells_find(const lab_cells *cs, int arm, int T, int C, int f
 
 /* ------------------------------------------------------- summaries */
 
-/* The paper's number for a comparison (spec section 1), or NULL. */
-const char *lab_paper_number(ba_task task, ba_attn a, int T, int ffn);
+/* The reference number of refs for a comparison, or NULL (also when refs
+ * is NULL). */
+const char *lab_ref_text(const lab_refs *refs, ba_task task, ba_attn a, int T, int ffn);
 /* The metric in the unit summaries show: perplexity, or accuracy in %. */
 double lab_shown(ba_task task, double value);
 /* The paired effect of value v against softmax's s on one seed: relative
@@ -243,7 +261,8 @@ int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n);
 
 /* ------------------------------------------ evaluations of a grid's runs */
 
-/* ablate's evaluation modes (--extrapolate, --eval-engines) share the
+/* The evaluations of a grid's runs (ablate --extrapolate, boltzattn-lab
+ * eval-engines) share the
  * handling of their file (grid_eval.c): GRID/FILE is {"format": F,
  * "version": 1, "entries": [...]}, each entry with "run" and "status"
  * strings and the mode's keys; an entry found by its run and keys is
@@ -307,10 +326,10 @@ int lab_eval_data(const command *c, ba_model *m, const ba_data_spec *spec, int T
 int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
                     const char *data_path);
 
-/* ablate --eval-engines LIST (engine_eval.c), the option values from
- * ablate's table: every finished run of the grid in --out whose attention
- * is boltzmann or coupling (exact, not sampled) evaluated on
- * --eval-engines-items validation items (0: all; --batch, default the
+/* boltzattn-lab eval-engines --out DIR --engines LIST (engine_eval.c), the
+ * option values from its table: every finished run of the grid in --out
+ * whose attention is boltzmann or coupling (exact, not sampled) evaluated
+ * on --items validation items (0: all; --batch, default the
  * grid's) with its own engine and with each engine of LIST, into
  * dir/engines.json. Approximate engines run with --damping, --tol,
  * --max-iter (defaults ba_approx_default) and hybrid with --window
@@ -326,6 +345,14 @@ int lab_eval_engines(const command *c);
 /* dqa --compare-samplers (lab/dqa_compare.c): the option values come from
  * the dqa command's table; 0 or an exit code after printing. */
 int dqa_compare_samplers(const command *c);
+
+/* The lab program's commands (boltzattn-lab, lab/lab_main.c). */
+int cmd_report(int argc, char **argv);
+int cmd_dqa(int argc, char **argv);
+int cmd_approx(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
+int cmd_eval_engines(int argc, char **argv);
 
 /* approx --doc DOC --from DIR (lab/approx_doc.c): the Markdown document
  * of the approximate engines' accuracy from DIR/accuracy.json and, when

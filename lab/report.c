@@ -1,9 +1,10 @@
-/* boltzattn report: the results report of a reproduce output directory,
+/* boltzattn-lab report: the results report of a reproduce output directory,
  * generated from the grids under it (their run records, the runs' metrics
  * logs and the couplings analyses): no number in it is typed by hand. It
  * works on a partial grid (the summaries say which runs are missing). With
  * --samplers-doc it regenerates the samplers section of a document instead
- * (report_samplers.c). */
+ * (report_samplers.c). Which preset's grids answer which question, and the
+ * paper's numbers, come from lab/presets.json (presets.c). */
 #include "report.h"
 
 #include <cjson/cJSON.h>
@@ -16,8 +17,11 @@
 #include <unistd.h>
 
 static opt report_opts[] = {
-    {"preset", "NAME", NULL, "the preset that made OUT: quick, full, converged, samplers or long",
-     0, 0},
+    {"preset", "NAME", NULL,
+     "the preset that made OUT, one of the presets file's with a report: quick, full, "
+     "converged, samplers or long", 0, 0},
+    {"presets", "FILE", "$BA_PRESETS, else the source tree's lab/presets.json",
+     "the presets file (the presets' report grids and the paper's numbers)", 0, 0},
     {"link-prefix", "P", "none",
      "put before the image paths, which are relative to OUT (e.g. ../results/full/)", 0, 0},
     {"samplers-doc", "DOC", NULL,
@@ -50,18 +54,7 @@ static const command report_cmd = {
 /* The largest thread count of a run the header lists. */
 #define MAX_THREADS 4096
 
-/* --------------------------------------------------------------- grids */
-
-/* The shell lists OUT/<name>/ sorted with the trailing slash, so in the C
- * locale "charlm-T12/" comes before "charlm/". */
-static int dir_cmp(const void *pa, const void *pb)
-{
-    const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
-    size_t i = 0;
-    while (a[i] && a[i] == b[i])
-        i++;
-    return (a[i] ? (unsigned char)a[i] : '/') - (b[i] ? (unsigned char)b[i] : '/');
-}
+/* ------------------------------------------------------ training time */
 
 static void sort_ints(int *v, int n)
 {
@@ -72,135 +65,10 @@ static void sort_ints(int *v, int n)
         }
 }
 
-/* dir/name + tail is a regular file. */
-static int is_file(const char *dir, const char *name, const char *tail)
-{
-    char path[PATH_LEN];
-    struct stat sb;
-    return snprintf(path, sizeof path, "%s/%s%s", dir, name, tail) < (int)sizeof path &&
-           stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-static int has_grid(const char *dir, const char *name) { return is_file(dir, name, "/grid.json"); }
-
-static int is_png(const char *dir, const char *name)
-{
-    size_t l = strlen(name);
-    return l > 4 && strcmp(name + l - 4, ".png") == 0 && is_file(dir, name, "");
-}
-
-int rep_pngs(const char *dir, char ***names, int *n)
-{
-    return lab_list_dir(dir, is_png, NULL, names, n);
-}
-
-int rep_grids_load(const command *c, const char *out, rep_grids *gs)
-{
-    gs->v = NULL, gs->n = 0;
-    struct stat sb;
-    if (stat(out, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "%s %s: %s is not a directory\n", prog, c->cmd, out);
-        return 2;
-    }
-    char **names;
-    int n, code = 0;
-    if (lab_list_dir(out, has_grid, dir_cmp, &names, &n) ||
-        (n && !(gs->v = calloc((size_t)n, sizeof *gs->v))))
-        code = fail_lib(c, "out of memory", 1);
-    else if (n == 0)
-        code = usage_error(c, "%s holds no grid (no subdirectory with a grid.json of "
-                              "'boltzattn ablate')", out);
-    for (int i = 0; i < n && !code; i++) {
-        rep_grid *x = &gs->v[i];
-        snprintf(x->name, sizeof x->name, "%s", names[i]);
-        if (strlen(names[i]) >= sizeof x->name || mkpath(c, x->dir, "%s/%s", out, names[i]))
-            code = usage_error(c, "%s/%s: name too long", out, names[i]);
-        if (!code && !(code = lab_grid_read(c, x->dir, &x->g)) &&
-            !(code = lab_runs_scan(c, x->dir, &x->rs)))
-            code = lab_cells_match(c, &x->g, &x->rs, &x->cs);
-        gs->n = i + 1; /* freed from here on */
-    }
-    lab_names_free(names, n);
-    if (code)
-        rep_grids_free(gs);
-    return code;
-}
-
-void rep_grids_free(rep_grids *gs)
-{
-    for (int i = 0; i < gs->n; i++) {
-        lab_cells_free(&gs->v[i].cs);
-        lab_runs_free(&gs->v[i].rs);
-    }
-    free(gs->v);
-    gs->v = NULL, gs->n = 0;
-}
-
-const rep_grid *rep_grid_named(const rep_grids *gs, const char *name)
-{
-    for (int i = 0; i < gs->n; i++)
-        if (strcmp(gs->v[i].name, name) == 0)
-            return &gs->v[i];
-    return NULL;
-}
-
-/* ------------------------------------------------------------- helpers */
-
-void rep_date(char *buf, size_t n)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    if (t == (time_t)-1 || !gmtime_r(&t, &tm) || !strftime(buf, n, "%Y-%m-%d", &tm))
-        snprintf(buf, n, "?");
-}
-
-int rep_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-int rep_summary_body(const lab_cells *cs, int skip, const char *heading, FILE *f)
-{
-    out_file o = {0};
-    o.f = open_memstream(&o.buf, &o.len);
-    if (!o.f)
-        return 1;
-    int bad = lab_summary_md(cs, o.f) != 0;
-    if ((fclose(o.f) != 0) | bad) {
-        free(o.buf);
-        return 1;
-    }
-    int line = 0;
-    for (const char *p = o.buf; *p; line++) {
-        size_t l = strcspn(p, "\n");
-        if (line >= skip) {
-            if (strncmp(p, "## ", 3) == 0)
-                fprintf(f, "%s %.*s\n", heading, (int)(l - 3), p + 3);
-            else
-                fprintf(f, "%.*s\n", (int)l, p);
-        }
-        p += l + (p[l] == '\n');
-    }
-    free(o.buf);
-    return 0;
-}
-
-/* ------------------------------------------------------ training time */
-
-/* The same run in two grids (copied by ablate --share-from): the same
- * records, result and training time. */
-static int same_run(const lab_run *a, const lab_run *b)
-{
-    return a->value == b->value && a->wall_s == b->wall_s && a->info.step == b->info.step &&
-           a->info.config_json && b->info.config_json && a->info.train_json &&
-           b->info.train_json && strcmp(a->info.config_json, b->info.config_json) == 0 &&
-           strcmp(a->info.train_json, b->info.train_json) == 0;
-}
 
 /* The header's line on the training time: the distinct finished runs of
  * every grid, their summed training time and their thread counts. */
-static int time_line(const rep_grids *gs, const char *preset, FILE *f)
+static int time_line(const rep_grids *gs, const char *kind, FILE *f)
 {
     int total = 0, nd = 0;
     for (int i = 0; i < gs->n; i++)
@@ -215,7 +83,7 @@ static int time_line(const rep_grids *gs, const char *preset, FILE *f)
             const lab_run *r = gs->v[i].cs.cells[j].run;
             int dup = !r;
             for (int k = 0; k < nd && !dup; k++)
-                dup = same_run(seen[k], r);
+                dup = rep_same_run(seen[k], r);
             if (dup)
                 continue;
             seen[nd++] = r;
@@ -230,12 +98,12 @@ static int time_line(const rep_grids *gs, const char *preset, FILE *f)
             fprintf(f, "%s%d", k++ ? "/" : ", ", t);
     if (memchr(threads + 1, 1, MAX_THREADS))
         fprintf(f, " thread(s) per run");
-    if (strcmp(preset, "long") == 0)
+    if (strcmp(kind, "long") == 0)
         fprintf(f, "; the preset runs two chains side by side (`JOBS=2`, its default on 2 or more "
                    "cores), two runs at a time, so its wall time is at least half that, %.1f "
                    "hours",
                 hours / 2);
-    if (strcmp(preset, "full") == 0)
+    if (strcmp(kind, "full") == 0)
         fprintf(f, "; the preset runs its brackets and charlm chains side by side (`JOBS=2`, its "
                    "default on 2 or more cores), two runs at a time, so its wall time is at "
                    "least half that, %.1f hours",
@@ -245,74 +113,19 @@ static int time_line(const rep_grids *gs, const char *preset, FILE *f)
     return 0;
 }
 
-/* The machines sentence: where the report was made and where its
- * distinct finished runs trained, as their records say (a run resumed on
- * another machine counts for each). 0, or 1 out of memory (nothing written). */
-int rep_machines(const rep_grids *gs, FILE *f)
-{
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
-    char **names = NULL;
-    int n = 0, *count = NULL, unnamed = 0, bad = 0, total = 0, nd = 0;
-    for (int i = 0; i < gs->n; i++)
-        total += gs->v[i].cs.n;
-    const lab_run **seen = malloc(sizeof *seen * (size_t)(total + 1));
-    bad = !seen;
-    for (int i = 0; i < gs->n && !bad; i++)
-        for (int j = 0; j < gs->v[i].cs.n && !bad; j++) {
-            const lab_run *run = gs->v[i].cs.cells[j].run;
-            int dup = !run;
-            for (int k = 0; k < nd && !dup; k++)
-                dup = same_run(seen[k], run);
-            if (dup)
-                continue;
-            seen[nd++] = run;
-            const ba_run_info *r = &run->info;
-            unnamed += r->n_machines == 0;
-            for (int k = 0; k < r->n_machines && !bad; k++) {
-                int at = 0;
-                while (at < n && strcmp(names[at], r->machines[k]) != 0)
-                    at++;
-                if (at == n) {
-                    char **nv = realloc(names, sizeof *nv * (size_t)(n + 1));
-                    int *nc = nv ? realloc(count, sizeof *nc * (size_t)(n + 1)) : NULL;
-                    names = nv ? nv : names, count = nc ? nc : count;
-                    if ((bad = !nc))
-                        break;
-                    names[n] = r->machines[k], count[n++] = 0;
-                }
-                count[at]++;
-            }
-        }
-    if (!bad) {
-        fprintf(f, "Machines: this report was made on %s, %d cores, with boltzattn %s", cpu,
-                rep_cores(), BA_VERSION);
-        for (int k = 0; k < n; k++)
-            fprintf(f, "%s%s (%d run%s)", k ? ", " : "; its runs trained on ", names[k], count[k],
-                    count[k] == 1 ? "" : "s");
-        if (unnamed)
-            fprintf(f, "; %d run record%s name%s no machine (written by versions before "
-                       "2026-12-03)", unnamed, unnamed == 1 ? "" : "s", unnamed == 1 ? "s" : "");
-        fprintf(f, ".\n");
-    }
-    free(names);
-    free(count);
-    free(seen);
-    return bad;
-}
-
-static int header(const char *out, const char *preset, const rep_grids *gs, FILE *f)
+static int header(const char *out, const char *preset, const char *kind, const rep_grids *gs,
+                  FILE *f)
 {
     char date[32];
     rep_date(date, sizeof date);
     fprintf(f, "# Results: preset `%s`\n\n", preset);
-    fprintf(f, "Generated by `boltzattn report` from the files under `%s` on %s; nothing below "
+    fprintf(f, "Generated by `boltzattn-lab report` from the files under `%s` on %s; nothing below "
                "is typed by hand.\n", out, date);
     fprintf(f, "The grids were run by `make reproduce PRESET=%s` (`lab/reproduce.sh %s`), which "
                "resumes an interrupted grid.\n", preset, preset);
     if (rep_machines(gs, f))
         return 1;
-    if (time_line(gs, preset, f))
+    if (time_line(gs, kind, f))
         return 1;
     fprintf(f, "| grid | runs finished |\n|---|---|\n");
     for (int i = 0; i < gs->n; i++) {
@@ -339,80 +152,6 @@ static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
     int code = rep_convergence_overview(c, gs, f);
     fprintf(f, "\n");
     return code;
-}
-
-/* ------------------------------------------------------------ verdicts */
-
-/* Every effect of a grid against softmax, with a verdict read off its
- * confidence interval; prefix (may be "") opens each row. */
-static int has_int(const int *v, int n, int x)
-{
-    for (int i = 0; i < n; i++)
-        if (v[i] == x)
-            return 1;
-    return 0;
-}
-
-/* Whether a grid of over holds the cell (task, T, C, FFN). */
-static int covered(const rep_grids *over, ba_task task, int T, int C, int ffn)
-{
-    for (int i = 0; over && i < over->n; i++) {
-        const lab_grid *g = &over->v[i].g;
-        if (g->task == task && has_int(g->T, g->nT, T) && has_int(g->C, g->nC, C) &&
-            has_int(g->ffn, g->nffn, ffn))
-            return 1;
-    }
-    return 0;
-}
-
-void rep_effect_text(ba_task task, const lab_effect_row *r, char *eff, size_t n,
-                     const char **verdict, const char **paper)
-{
-    int pct = task == BA_TASK_CHARLM;
-    const char *unit = pct ? " %" : "";
-    snprintf(eff, n, "missing");
-    *verdict = "not measured", *paper = "";
-    if (!isnan(r->effect) && isnan(r->lo)) {
-        snprintf(eff, n, "%+.2f%s (one pair)", r->effect, unit);
-        *verdict = "too few seeds";
-    } else if (!isnan(r->effect)) {
-        snprintf(eff, n, "%+.2f%s [%+.2f, %+.2f]", r->effect, unit, r->lo, r->hi);
-        int better = pct ? -1 : 1; /* lower perplexity is better */
-        *verdict = r->lo > 0 || r->hi < 0 ? (r->effect * better > 0 ? "better than softmax"
-                                                                     : "worse than softmax")
-                                          : "no resolved difference";
-        double pv = r->paper ? strtod(r->paper, NULL) : 0; /* "-1.08 %" is -1.08 */
-        if (r->paper)
-            *paper = pv >= r->lo && pv <= r->hi ? "; the paper's value is inside the interval"
-                                                : "; the paper's value is outside the interval";
-    }
-}
-
-int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
-                 const rep_grids *over, FILE *f)
-{
-    lab_effect_row *rows;
-    int n;
-    if (lab_effect_rows(&x->cs, &rows, &n))
-        return 1;
-    const lab_grid *g = &x->g;
-    for (int i = 0; i < n; i++) {
-        const lab_effect_row *r = &rows[i];
-        const lab_arm *a = &g->arms[r->arm];
-        if (r->arm == lab_softmax_arm(g)) /* the reference itself */
-            continue;
-        if (covered(over, g->task, r->T, r->C, r->ffn))
-            continue;
-        char eff[128], label[96];
-        const char *verdict, *paper;
-        rep_effect_text(g->task, r, eff, sizeof eff, &verdict, &paper);
-        lab_arm_label(a, label, sizeof label);
-        fprintf(f, "%s| %s | %d | %d | %s | %s | %d/%d | %s | %s | %s%s%s |\n", prefix,
-                ba_task_name(g->task), r->T, r->C, r->ffn ? "yes" : "no", label, r->pairs, r->seeds,
-                eff, r->paper ? r->paper : "", verdict, paper, note ? note : "");
-    }
-    free(rows);
-    return 0;
 }
 
 /* ---------------------------------------------------------- saturation */
@@ -449,37 +188,19 @@ static void saturation(const rep_grid *x, FILE *f)
 
 /* ---------------------------------------------------------- the report */
 
-/* The full preset's grids by the names lab/reproduce.sh gives them (its
- * --out): which sections are its headline rows. A grid's name says where
- * it is, never what it holds: T and FFN pick sections of its summary. */
-static const struct {
-    const char *grid;
-    int T, ffn;
-} headline_rows[] = {
-    {"charlm-T12", 12, 1}, {"charlm-40k", 12, 1},   {"charlm-80k", 12, 1},
-    {"charlm-320k", 12, 1}, {"brackets", 16, 1},    {"brackets", 16, 0},
-    {"brackets", 20, 1},   {"brackets", 20, 0},    {"charlm", 20, 1},
-    {"brackets-T24", 24, 1}, {"brackets-T24", 24, 0},
-};
-static const char *const paper_grids[] = {"charlm-T12", "charlm", "brackets", "brackets-T24"};
-static const char *const budget_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k",
-                                           "charlm-320k"};
-/* the fixed budgets of the converged preset's cells, one grid per budget */
-static const char *const ladder_grids[] = {"charlm-T12", "charlm-40k", "charlm-80k", "charlm-320k",
-                                           "brackets"};
-static const char *const width_grids[] = {"brackets-width", "charlm-width"};
-
-
-static int headlines(const rep_grids *gs, FILE *f)
+/* The full preset's headline rows (lab/presets.json): sections of the
+ * summaries of grids by the names lab/reproduce.sh gives them. A grid's
+ * name says where it is, never what it holds: T and FFN pick sections of
+ * its summary. */
+static int headlines(const rep_grids *gs, const lab_report_plan *rp, FILE *f)
 {
     int code = 0;
     fprintf(f, "## Headline rows\n\n");
-    for (size_t i = 0; i < sizeof headline_rows / sizeof headline_rows[0]; i++) {
-        const rep_grid *x = rep_grid_named(gs, headline_rows[i].grid);
-        int T = headline_rows[i].T, ffn = headline_rows[i].ffn;
-        for (int ci = 0; x && has_int(x->g.T, x->g.nT, T) && has_int(x->g.ffn, x->g.nffn, ffn) &&
-                         ci < x->g.nC;
-             ci++) {
+    for (size_t i = 0; i < rp->nrows; i++) {
+        const rep_grid *x = rep_grid_named(gs, rp->rows[i].grid);
+        int T = rp->rows[i].T, ffn = rp->rows[i].ffn;
+        int has = x && rep_has_int(x->g.T, x->g.nT, T) && rep_has_int(x->g.ffn, x->g.nffn, ffn);
+        for (int ci = 0; has && ci < x->g.nC; ci++) {
             fprintf(f, "### %s: T = %d, C = %d, %s FFN\n", x->name, T, x->g.C[ci],
                     ffn ? "with" : "without");
             code |= lab_summary_section(&x->cs, T, x->g.C[ci], ffn, f) < 0;
@@ -503,14 +224,15 @@ static int verdict_grids(const rep_grids *gs, const char *const *names, size_t n
     }
     return code;
 }
-#define NAMES(a) (a), sizeof(a) / sizeof(a)[0]
+#define NAMES(a) (a).v, (a).n
 
 /* What only the full preset has: the headline rows and the comparisons
  * with the paper; the rows of cells conv (the converged preset's grids, or
  * NULL) holds come from conv. */
-static int full_sections(const command *c, const rep_grids *gs, const rep_grids *conv, FILE *f)
+static int full_sections(const command *c, const rep_grids *gs, const lab_report_plan *rp,
+                         const rep_grids *conv, FILE *f)
 {
-    int code = headlines(gs, f), nb = 0;
+    int code = headlines(gs, rp, f), nb = 0;
     fprintf(f, "### Against the paper\n\n"
                "Every variant against softmax on the same seeds at the headline widths (effect: "
                "relative perplexity change, negative is better, for charlm; accuracy points for "
@@ -520,13 +242,13 @@ static int full_sections(const command *c, const rep_grids *gs, const rep_grids 
                    "(section 'Converged headline rows', which says whether they are flat); they "
                    "replace the fixed-budget rows of the same cells."
                  : "");
-    code |= verdict_grids(gs, NAMES(paper_grids), 0, conv, f);
+    code |= verdict_grids(gs, NAMES(rp->paper_grids), 0, conv, f);
     code |= conv && rep_converged_verdicts(conv, f);
     fprintf(f, "\n");
-    code |= conv && rep_converged_changes(gs, NAMES(paper_grids), conv, f);
-    code |= conv && rep_budget_ladder(c, gs, NAMES(ladder_grids), conv, f);
-    for (size_t i = 0; i < sizeof budget_grids / sizeof budget_grids[0]; i++)
-        nb += rep_grid_named(gs, budget_grids[i]) != NULL;
+    code |= conv && rep_converged_changes(gs, NAMES(rp->paper_grids), conv, f);
+    code |= conv && rep_budget_ladder(c, gs, NAMES(rp->ladder_grids), conv, f);
+    for (size_t i = 0; i < rp->budget_grids.n; i++)
+        nb += rep_grid_named(gs, rp->budget_grids.v[i]) != NULL;
     if (nb > 1) {
         fprintf(f, "### The headline row as the training budget grows\n\n"
                    "charlm at T = 12 with the same settings and seeds but more steps (the cosine "
@@ -534,42 +256,30 @@ static int full_sections(const command *c, const rep_grids *gs, const rep_grids 
                    "convergence overview); this shows whether the effect moves with it.\n\n"
                    "| steps | task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | "
                    "paper | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n");
-        code |= verdict_grids(gs, NAMES(budget_grids), 1, NULL, f);
+        code |= verdict_grids(gs, NAMES(rp->budget_grids), 1, NULL, f);
         fprintf(f, "\n");
     }
-    if (rep_grid_named(gs, width_grids[0]) || rep_grid_named(gs, width_grids[1])) {
+    int nw = 0;
+    for (size_t i = 0; i < rp->width_grids.n; i++)
+        nw += rep_grid_named(gs, rp->width_grids.v[i]) != NULL;
+    if (nw) {
         fprintf(f, "### Against the paper across widths (T = 16)\n\n"
                    "The same comparison at every width of the sweeps, so an effect can be seen to "
                    "grow, shrink or vanish as the model widens; where a width saturates (next "
                    "table) no gap can show.\n\n" REP_VERDICT_HEAD);
-        code |= verdict_grids(gs, NAMES(width_grids), 0, NULL, f);
+        code |= verdict_grids(gs, NAMES(rp->width_grids), 0, NULL, f);
         fprintf(f, "\n");
     }
-    const rep_grid *x = rep_grid_named(gs, "charlm-T12");
+    const rep_grid *x = rp->couplings_grid ? rep_grid_named(gs, rp->couplings_grid) : NULL;
     if (x && rep_jtable(c, x, "### Couplings against the paper's sign pattern (charlm, T = 12)\n\n",
                         f))
         fprintf(f, "\n");
-    if ((x = rep_grid_named(gs, "brackets-width"))) {
+    if (rp->saturation_grid && (x = rep_grid_named(gs, rp->saturation_grid))) {
         fprintf(f, "### Where brackets saturate (T = 16, width sweep)\n\n");
         saturation(x, f);
         fprintf(f, "\n");
     }
     return code;
-}
-
-/* The links to the figures of dir (sub: "" or "couplings/" under the
- * grid), as prefix + the path relative to OUT. */
-int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f)
-{
-    char dir[PATH_LEN + 16], **names;
-    int n;
-    snprintf(dir, sizeof dir, "%s/%s", x->dir, sub);
-    if (rep_pngs(dir, &names, &n))
-        return 1;
-    for (int i = 0; i < n; i++)
-        fprintf(f, "![%s](%s%s/%s%s)\n", names[i], prefix, x->name, sub, names[i]);
-    lab_names_free(names, n);
-    return 0;
 }
 
 /* A grid's own section: its summary, convergence table, figures and
@@ -594,32 +304,41 @@ static int grid_section(const command *c, const rep_grid *x, const char *prefix,
     return 0;
 }
 
-/* The report, or with section_only the long or converged preset's section
- * alone; conv: the converged preset's grids for the full report's verdicts
+/* What a report is made of: the preset and its report plan (from the
+ * presets file), the link prefix and whether only the section is asked
+ * for; conv: the converged preset's grids for the full report's verdicts
  * (or NULL). */
-static int write_report(const command *c, const char *out, const char *preset,
-                        const char *prefix, const rep_grids *gs, int section_only,
-                        const rep_grids *conv)
+typedef struct {
+    const char *out, *preset, *prefix;
+    const lab_report_plan *rp;
+    int section_only;
+    const rep_grids *conv;
+} report_args;
+
+/* The report, or with section_only the long or converged preset's section
+ * alone. */
+static int write_report(const command *c, const report_args *a, const rep_grids *gs)
 {
     out_file o;
     if (out_open(c, &o))
         return 1;
-    int code = 0, converged = strcmp(preset, "converged") == 0;
-    if (section_only)
-        code = converged ? rep_converged_section(c, out, gs, 1, o.f)
-                         : rep_long_section(c, out, prefix, gs, 1, o.f);
-    else if (header(out, preset, gs, o.f))
+    const char *kind = a->rp->sections;
+    int code = 0, converged = strcmp(kind, "converged") == 0, lng = strcmp(kind, "long") == 0;
+    if (a->section_only)
+        code = converged ? rep_converged_section(c, a->out, gs, &a->rp->grids, 1, o.f)
+                         : rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f);
+    else if (header(a->out, a->preset, kind, gs, o.f))
         code = fail_lib(c, "out of memory", 1);
-    if (!code && !section_only)
+    if (!code && !a->section_only)
         code = conv_overview(c, gs, o.f);
-    if (!code && strcmp(preset, "full") == 0 && full_sections(c, gs, conv, o.f))
+    if (!code && strcmp(kind, "full") == 0 && full_sections(c, gs, a->rp, a->conv, o.f))
         code = fail_lib(c, "out of memory", 1);
-    if (!code && !section_only && strcmp(preset, "long") == 0)
-        code = rep_long_section(c, out, prefix, gs, 0, o.f);
-    if (!code && !section_only && converged)
-        code = rep_converged_section(c, out, gs, 0, o.f);
-    for (int i = 0; i < gs->n && !code && !section_only; i++)
-        code = grid_section(c, &gs->v[i], prefix, o.f);
+    if (!code && !a->section_only && lng)
+        code = rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 0, o.f);
+    if (!code && !a->section_only && converged)
+        code = rep_converged_section(c, a->out, gs, &a->rp->grids, 0, o.f);
+    for (int i = 0; i < gs->n && !code && !a->section_only; i++)
+        code = grid_section(c, &gs->v[i], a->prefix, o.f);
     int bad = ferror(o.f);
     bad |= fclose(o.f) != 0;
     if (!code && bad)
@@ -630,6 +349,51 @@ static int write_report(const command *c, const char *out, const char *preset,
         code = 1;
     }
     free(o.buf);
+    return code;
+}
+
+/* The options against the presets file: the preset's report plan into rp
+ * (with a report: 1) or 0 with --samplers-doc. 0 or an exit code. */
+static int check_preset(const command *c, const lab_presets *ps, const char *preset,
+                        lab_report_plan *rp)
+{
+    memset(rp, 0, sizeof *rp);
+    if (!preset)
+        return 0;
+    const cJSON *pr = lab_preset(ps, preset);
+    int has = pr ? lab_report_plan_get(pr, rp) : 0;
+    if (has < 0)
+        return fail_lib(c, "out of memory", 1);
+    if (!has) {
+        char names[256];
+        lab_preset_names(ps, 1, names, sizeof names);
+        return usage_error(c, "unknown preset '%s' (%s)", preset, names);
+    }
+    const char *kind = rp->sections;
+    if (is_set(c, "section-only") && strcmp(kind, "long") != 0 && strcmp(kind, "converged") != 0)
+        return usage_error(c, "--section-only applies to --preset long or converged");
+    if (get_str(c, "converged") && strcmp(kind, "full") != 0)
+        return usage_error(c, "--converged applies to --preset full");
+    return 0;
+}
+
+static int run_report(const command *c, const char *out, const char *doc, const lab_presets *ps,
+                      report_args *a)
+{
+    const char *cdir = get_str(c, "converged");
+    rep_grids gs, conv;
+    int code = rep_grids_load(c, out, &ps->refs, &gs);
+    if (code)
+        return code;
+    if (cdir && (code = rep_grids_load(c, cdir, &ps->refs, &conv))) {
+        rep_grids_free(&gs);
+        return code;
+    }
+    a->conv = cdir ? &conv : NULL;
+    code = doc ? rep_samplers_doc(c, out, doc, &gs) : write_report(c, a, &gs);
+    rep_grids_free(&gs);
+    if (cdir)
+        rep_grids_free(&conv);
     return code;
 }
 
@@ -650,30 +414,21 @@ int cmd_report(int argc, char **argv)
         return usage_error(c, "--samplers-doc must not be empty");
     if (!doc && !preset)
         return usage_error(c, "option '--preset' (or '--samplers-doc') is required");
-    if (preset && strcmp(preset, "quick") != 0 && strcmp(preset, "full") != 0 &&
-        strcmp(preset, "converged") != 0 && strcmp(preset, "samplers") != 0 &&
-        strcmp(preset, "long") != 0)
-        return usage_error(c, "unknown preset '%s' (quick|full|converged|samplers|long)", preset);
-    int section = is_set(c, "section-only");
-    if (section && (!preset || (strcmp(preset, "long") != 0 && strcmp(preset, "converged") != 0)))
+    if (is_set(c, "section-only") && !preset)
         return usage_error(c, "--section-only applies to --preset long or converged");
-    const char *cdir = get_str(c, "converged");
-    if (cdir && (!preset || strcmp(preset, "full") != 0))
+    if (get_str(c, "converged") && !preset)
         return usage_error(c, "--converged applies to --preset full");
-    if (cdir && !*cdir)
+    if (get_str(c, "converged") && !*get_str(c, "converged"))
         return usage_error(c, "--converged must not be empty");
-    rep_grids gs, conv;
-    int code = rep_grids_load(c, out, &gs);
-    if (code)
-        return code;
-    if (cdir && (code = rep_grids_load(c, cdir, &conv))) {
-        rep_grids_free(&gs);
-        return code;
+    lab_presets ps;
+    lab_report_plan rp;
+    if ((rc = lab_presets_load(c, is_set(c, "presets") ? get_str(c, "presets") : NULL, &ps)))
+        return rc;
+    if (!(rc = check_preset(c, &ps, preset, &rp))) {
+        report_args a = {out, preset, prefix, &rp, is_set(c, "section-only"), NULL};
+        rc = run_report(c, out, doc, &ps, &a);
     }
-    code = doc ? rep_samplers_doc(c, out, doc, &gs)
-               : write_report(c, out, preset, prefix, &gs, section, cdir ? &conv : NULL);
-    rep_grids_free(&gs);
-    if (cdir)
-        rep_grids_free(&conv);
-    return code;
+    lab_report_plan_free(&rp);
+    lab_presets_free(&ps);
+    return rc;
 }

@@ -1,10 +1,12 @@
-/* What the two halves of `boltzattn report` share: the grids of an output
- * directory (report.c, the results report) and the samplers section of a
+/* What the parts of `boltzattn-lab report` share: the grids of an output
+ * directory and their common tables (report_common.c, which calls none of
+ * the others), the results report (report.c, on top), its converged and
+ * long sections, the couplings tables, and the samplers section of a
  * document (report_samplers.c). */
 #ifndef BA_LAB_REPORT_H
 #define BA_LAB_REPORT_H
 
-#include "lab.h"
+#include "presets.h"
 
 #include <cjson/cJSON.h>
 
@@ -25,9 +27,15 @@ typedef struct {
 } rep_grids;
 
 /* Every grid under out, in the order the shell lists out/<name>/ in the C
- * locale. 0 or an exit code after printing (2: out is not a directory or
+ * locale, their summaries with the reference numbers of refs (may be
+ * NULL). 0 or an exit code after printing (2: out is not a directory or
  * holds no grid, or a grid.json is damaged). */
-int rep_grids_load(const command *c, const char *out, rep_grids *gs);
+int rep_grids_load(const command *c, const char *out, const lab_refs *refs, rep_grids *gs);
+/* Whether x is one of v[0..n-1]. */
+int rep_has_int(const int *v, int n, int x);
+/* The same run in two grids (copied by ablate --share-from): the same
+ * records, result and training time. */
+int rep_same_run(const lab_run *a, const lab_run *b);
 void rep_grids_free(rep_grids *gs);
 
 /* Today's date in UTC, YYYY-MM-DD. */
@@ -84,14 +92,14 @@ void rep_effect_text(ba_task task, const lab_effect_row *r, char *eff, size_t n,
                      const char **verdict, const char **paper);
 
 /* report_converged.c: the verdict rows of the converged preset's grids
- * (each marked with its budget), and its section: the grids and how far
- * they are, whether they are flat, the verdicts, and per grid the final
+ * (each marked with its budget), and its section: the grids (want, the
+ * preset's) and how far they are, whether they are flat, the verdicts, and per grid the final
  * movement of every cell and its summary. standalone: the section opens
  * with its own generator line (for docs/results.md). 0 or an exit code
  * after printing. */
 int rep_converged_verdicts(const rep_grids *conv, FILE *f);
-int rep_converged_section(const command *c, const char *out, const rep_grids *gs, int standalone,
-                          FILE *f);
+int rep_converged_section(const command *c, const char *out, const rep_grids *gs,
+                          const lab_names *want, int standalone, FILE *f);
 /* The table "What the longer budget changed": every verdict row of a
  * converged grid beside the row of the same cell and variant in the first
  * of the n grids of gs named in names (the fixed-budget preset's) that
@@ -108,21 +116,24 @@ int rep_budget_ladder(const command *c, const rep_grids *gs, const char *const *
                       const rep_grids *conv, FILE *f);
 
 /* report_couplings.c: a number of a JSON object (NAN when absent); the
- * paper's sign of J at distance d ("> 0", "< 0" or ""); and the table of
+ * paper's sign of J at distance d by refs ("> 0", "< 0" or ""; "" when refs
+ * is NULL); the sentence that states that pattern into buf; and the table of
  * the grid's couplings analysis (x->dir/couplings/couplings.json) after
  * the text before: 1 when written, 0 when there is none (a damaged one is
  * a warning). */
 double rep_num(const cJSON *o, const char *key);
-const char *rep_paper_sign(int d);
+const char *rep_paper_sign(const lab_refs *refs, int d);
+void rep_paper_pattern(const lab_refs *refs, char *buf, size_t n);
 int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f);
 
 /* report_long.c: the long-context section of the long preset's grids
- * under out: per T the arms against softmax, learning curves, J by
- * distance, length extrapolation; what is missing is said. standalone:
+ * under out (want: the preset's, named when missing): per T the arms
+ * against softmax, learning curves, J by distance, length extrapolation;
+ * what is missing is said. standalone:
  * the section opens with its own generator line (for docs/results.md).
  * 0 or an exit code after printing. */
 int rep_long_section(const command *c, const char *out, const char *prefix, const rep_grids *gs,
-                     int standalone, FILE *f);
+                     const lab_names *want, int standalone, FILE *f);
 
 /* The section "## Training with sampled statistics" of doc regenerated
  * from the grids of out, everything above the heading kept, written

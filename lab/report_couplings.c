@@ -14,25 +14,40 @@ double rep_num(const cJSON *o, const char *key)
 }
 
 /* The paper's sign of J at key distance d (spec section 1), or "". */
-const char *rep_paper_sign(int d)
+const char *rep_paper_sign(const lab_refs *refs, int d)
 {
-    return d >= 2 && d <= 4 ? "> 0" : d >= 6 ? "< 0" : "";
+    if (!refs)
+        return "";
+    return d >= refs->pos_lo && d <= refs->pos_hi ? "> 0" : d >= refs->neg_from ? "< 0" : "";
 }
 
-static void jtable_runs(const cJSON *o, const cJSON *over, int nruns, FILE *f)
+/* "J > 0 for d = 2..4 and J < 0 for d >= 6" from the presets file. */
+void rep_paper_pattern(const lab_refs *refs, char *buf, size_t n)
+{
+    if (refs)
+        snprintf(buf, n, "J > 0 for d = %d..%d and J < 0 for d >= %d", refs->pos_lo,
+                 refs->pos_hi, refs->neg_from);
+    else
+        snprintf(buf, n, "no sign pattern (no presets file)");
+}
+
+static void jtable_runs(const lab_refs *refs, const cJSON *o, const cJSON *over, int nruns,
+                        FILE *f)
 {
     const cJSON *cell = cJSON_GetObjectItemCaseSensitive(o, "cell");
+    char pattern[128];
+    rep_paper_pattern(refs, pattern, sizeof pattern);
     fprintf(f, "Coupling J by key distance d = k - j in cell `%s`, over its %d seeds: each run's "
                "mean J over its pairs (all layers and heads), then the mean, standard deviation "
-               "and 95 %% interval over the runs. The paper reports J > 0 for d = 2..4 and J < 0 "
-               "for d >= 6; the verdict is read off the interval.\n\n",
-            cJSON_IsString(cell) ? cell->valuestring : "?", nruns);
+               "and 95 %% interval over the runs. The paper reports %s; the verdict is read off "
+               "the interval.\n\n",
+            cJSON_IsString(cell) ? cell->valuestring : "?", nruns, pattern);
     fprintf(f, "| distance | mean J | sd over seeds | 95 %% interval | seeds with J > 0 | paper | "
                "verdict |\n|---|---|---|---|---|---|---|\n");
     for (const cJSON *x = over->child; x; x = x->next) {
         int d = (int)rep_num(x, "distance");
         double lo = rep_num(x, "ci95_lo"), hi = rep_num(x, "ci95_hi");
-        const char *paper = rep_paper_sign(d), *v;
+        const char *paper = rep_paper_sign(refs, d), *v;
         int side = lo > 0 ? 1 : hi < 0 ? -1 : 0, want = *paper ? (paper[0] == '>' ? 1 : -1) : 0;
         if (side == 0)
             v = "sign not resolved";
@@ -70,12 +85,14 @@ int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f)
     }
     fputs(before, f);
     if (over) {
-        jtable_runs(o, over, nruns, f);
+        jtable_runs(x->cs.refs, o, over, nruns, f);
     } else {
         const cJSON *run = cJSON_GetObjectItemCaseSensitive(runs->child, "run");
+        char pattern[128];
+        rep_paper_pattern(x->cs.refs, pattern, sizeof pattern);
         fprintf(f, "Mean coupling J by key distance d = k - j of run `%s` (all its layers and "
-                   "heads; the paper reports J > 0 for d = 2..4 and J < 0 for d >= 6):\n\n",
-                cJSON_IsString(run) ? run->valuestring : "?");
+                   "heads; the paper reports %s):\n\n",
+                cJSON_IsString(run) ? run->valuestring : "?", pattern);
         fprintf(f, "| distance | mean J | sd |\n|---|---|---|\n");
         for (const cJSON *d = by->child; d; d = d->next)
             fprintf(f, "| %d | %+.4f | %.4f |\n", (int)rep_num(d, "distance"), rep_num(d, "mean"),

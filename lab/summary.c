@@ -11,14 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *lab_paper_number(ba_task task, ba_attn a, int T, int ffn)
+const char *lab_ref_text(const lab_refs *refs, ba_task task, ba_attn a, int T, int ffn)
 {
-    if (a != BA_ATTN_BOLTZMANN)
-        return NULL;
-    if (task == BA_TASK_CHARLM && T == 12)
-        return "-1.08 %";
-    if (task == BA_TASK_BRACKETS && T == 16)
-        return ffn ? "+2.89 points" : "+4.53 points";
+    for (int i = 0; refs && i < refs->n; i++) {
+        const lab_ref *r = &refs->v[i];
+        if (r->task == task && r->attn == a && r->T == T && (r->ffn < 0 || r->ffn == ffn))
+            return r->text;
+    }
     return NULL;
 }
 
@@ -71,7 +70,7 @@ static void effect_row(const lab_cells *cs, int a, int T, int C, int ffn, double
     /* the paper's numbers are of its own model: exact and plain */
     row->paper = lab_arm_sampled(&g->arms[a]) || !lab_form_is_plain(&g->arms[a].form)
                      ? NULL
-                     : lab_paper_number(g->task, g->arms[a].attn, T, ffn);
+                     : lab_ref_text(cs->refs, g->task, g->arms[a].attn, T, ffn);
 }
 
 int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of `boltzattn approx`: the accuracy.json of a small random run
+# Tests of `boltzattn-lab approx`: the accuracy.json of a small random run
 # (every cell present, values in range, stats of the query's own row), the
 # approximate engines exact in the limits where they must be (J tiny: every
 # engine within 1e-3; hybrid with a window of at least n - 1: the exact
@@ -13,9 +13,10 @@
 # missing data said); and exit 2 with a message naming the value for bad
 # options and for every malformed field of accuracy.json and engines.json
 # (never a crash).
-# usage: tests/approx.sh PATH/TO/boltzattn
+# usage: tests/approx.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab
 set -u
-BIN=${1:?usage: approx.sh PATH/TO/boltzattn}
+BIN=${1:?usage: approx.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
+LABBIN=${2:?usage: approx.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
 . "$(dirname "$0")/lib.sh"
 check() { if eval "$1" 2>/dev/null; then ok; else bad "$2"; fi; }
 # py SCRIPT ARGS...: a python3 check, its failure message on stdout
@@ -23,7 +24,7 @@ py() { local s=$1; shift; python3 -c "$s" "$@"; }
 
 # ------------------------------------------------------- random instances
 D="$TMP/r"
-expect 0 "wrote $D/accuracy.json" -- "$BIN" approx --n 8 --a 0.01,0.25 --instances 5 \
+expect 0 "wrote $D/accuracy.json" -- "$LABBIN" approx --n 8 --a 0.01,0.25 --instances 5 \
     --engines mf,tap,bp,hybrid --window 8 --out "$D"
 out=$(py '
 import json, sys
@@ -31,7 +32,7 @@ d = json.load(open(sys.argv[1]))
 assert d["format"] == "boltzattn-approx" and d["version"] == 1, "format"
 s = d["settings"]
 assert s["instances"] == 5 and s["window"] == 8 and s["seed"] == "1", "settings"
-assert s["command"].startswith("boltzattn approx ") and "--instances 5" in s["command"], "command"
+assert s["command"].startswith("boltzattn-lab approx ") and "--instances 5" in s["command"], "command"
 cells = {(c["engine"], c["n"], c["a"], c["bias"]): c for c in d["cells"]}
 want = {(e, 8, a, b) for e in ("mf", "tap", "bp", "hybrid") for a in (0.01, 0.25)
         for b in ("none", "log-n")}
@@ -60,17 +61,17 @@ a = {(c["engine"], c["n"], c["a"], c["bias"]): c for c in json.load(open(sys.arg
 b = {(c["engine"], c["n"], c["a"], c["bias"]): c for c in json.load(open(sys.argv[2]))["cells"]}
 assert b and all(a[k] == v for k, v in b.items()), "differ"
 ' "$1" "$2"; }
-OMP_NUM_THREADS=1 "$BIN" approx --n 8 --a 0.01,0.25 --instances 5 --engines mf,tap,bp,hybrid \
+OMP_NUM_THREADS=1 "$LABBIN" approx --n 8 --a 0.01,0.25 --instances 5 --engines mf,tap,bp,hybrid \
     --out "$TMP/r1" >/dev/null 2>&1
 check 'same_cells "$D/accuracy.json" "$TMP/r1/accuracy.json" && same_cells "$TMP/r1/accuracy.json" "$D/accuracy.json"' \
     "same seed, one thread: different cells"
-"$BIN" approx --n 8 --a 0.25 --bias log-n --instances 5 --engines tap --out "$TMP/r2" >/dev/null 2>&1
+"$LABBIN" approx --n 8 --a 0.25 --bias log-n --instances 5 --engines tap --out "$TMP/r2" >/dev/null 2>&1
 check 'same_cells "$D/accuracy.json" "$TMP/r2/accuracy.json"' \
     "a cell run alone differs from the same cell in a larger run"
-"$BIN" approx --n 8 --a 0.25 --instances 5 --seed 2 --engines mf --out "$TMP/r3" >/dev/null 2>&1
+"$LABBIN" approx --n 8 --a 0.25 --instances 5 --seed 2 --engines mf --out "$TMP/r3" >/dev/null 2>&1
 check '! same_cells "$D/accuracy.json" "$TMP/r3/accuracy.json"' "another seed gave the same cells"
 # band (the band alone) and hybrid at a window below n - 1 are not exact
-expect 0 "" -- "$BIN" approx --n 10 --a 0.5 --bias none --instances 4 --engines hybrid,band \
+expect 0 "" -- "$LABBIN" approx --n 10 --a 0.5 --bias none --instances 4 --engines hybrid,band \
     --window 3 --out "$TMP/w"
 out=$(py '
 import json, sys
@@ -84,7 +85,7 @@ check '[ "$out" = ok ]' "window 3 at n = 10: $out"
 T=6
 expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T $T --embd 16 --heads 2 \
     --steps 5 --batch 4 --j-init-std 0.3 --quiet --out "$TMP/m"
-expect 0 "fields check: the instances' exact weights match the model's attention" -- "$BIN" \
+expect 0 "fields check: the instances' exact weights match the model's attention" -- "$LABBIN" \
     approx --ckpt "$TMP/m/model.safetensors" --instances 3 --out "$D"
 out=$(py '
 import json, sys
@@ -101,24 +102,24 @@ for x in r:
 print("ok")' "$D/accuracy.json" 2>&1)
 check '[ "$out" = ok ]' "checkpoint records: $out"
 # again with --n: records of another n are added, the same ones replaced
-expect 0 "" -- "$BIN" approx --ckpt "$TMP/m/model.safetensors" --n 4,6 --instances 2 \
+expect 0 "" -- "$LABBIN" approx --ckpt "$TMP/m/model.safetensors" --n 4,6 --instances 2 \
     --engines mf --out "$D"
 check 'py "import json,sys; r=json.load(open(sys.argv[1]))[\"checkpoints\"]; assert len(r)==5 and sum(x[\"engine\"]==\"mf\" and x[\"items\"]==2 for x in r)==2" "$D/accuracy.json"' \
     "checkpoint records were not merged by (label, engine, n)"
 # a random run keeps the checkpoint records
-"$BIN" approx --n 8 --a 0.01,0.25 --instances 5 --engines mf,tap,bp,hybrid --out "$D" >/dev/null 2>&1
+"$LABBIN" approx --n 8 --a 0.01,0.25 --instances 5 --engines mf,tap,bp,hybrid --out "$D" >/dev/null 2>&1
 check 'py "import json,sys; d=json.load(open(sys.argv[1])); assert len(d[\"checkpoints\"])==5 and len(d[\"cells\"])==16" "$D/accuracy.json"' \
     "a random run dropped the checkpoint records"
 expect 0 "" -- "$BIN" train --task brackets --attn softmax --T $T --embd 16 --steps 2 --batch 4 \
     --quiet --out "$TMP/s"
-expect 2 "has no couplings J" -- "$BIN" approx --ckpt "$TMP/s/model.safetensors" --out "$TMP/x"
-expect 2 "--n 7" -- "$BIN" approx --ckpt "$TMP/m/model.safetensors" --n 7 --out "$TMP/x"
-expect 2 "--a does not apply with --ckpt" -- "$BIN" approx --ckpt "$TMP/m/model.safetensors" \
+expect 2 "has no couplings J" -- "$LABBIN" approx --ckpt "$TMP/s/model.safetensors" --out "$TMP/x"
+expect 2 "--n 7" -- "$LABBIN" approx --ckpt "$TMP/m/model.safetensors" --n 7 --out "$TMP/x"
+expect 2 "--a does not apply with --ckpt" -- "$LABBIN" approx --ckpt "$TMP/m/model.safetensors" \
     --a 1 --out "$TMP/x"
 
 # ------------------------------------------------------------- document
 DOC="$TMP/approximate.md"
-expect 0 "wrote $DOC" -- "$BIN" approx --doc "$DOC" --from "$D"
+expect 0 "wrote $DOC" -- "$LABBIN" approx --doc "$DOC" --from "$D"
 check 'grep -qF "## Random instances, bias none" "$DOC" && grep -qF "## Random instances, bias log-n" "$DOC"' \
     "document lacks a section per bias"
 check 'grep -qF "| engine | a | n = 8 | conv. |" "$DOC" && grep -qE "^\| mf \| 0\.01 \| [0-9.e-]+ \([0-9.e-]+\) \| [0-9.]+ % \|$" "$DOC"' \
@@ -129,7 +130,7 @@ check 'grep -qF "## Against the spec'"'"'s probe" "$DOC" && grep -qF "within ±2
     "document lacks the probe comparison, its rule, or the note on missing cells"
 check 'grep -qF "approx --doc $DOC --from $D" "$DOC"' "document lacks the command that regenerates it"
 cp "$DOC" "$TMP/doc1"
-"$BIN" approx --doc "$DOC" --from "$D" >/dev/null 2>&1
+"$LABBIN" approx --doc "$DOC" --from "$D" >/dev/null 2>&1
 check 'cmp -s "$DOC" "$TMP/doc1"' "the document is not the same when regenerated"
 # the probe rule on known numbers: n = 16 cells written by hand
 mkdir -p "$TMP/p"
@@ -147,7 +148,7 @@ s = {"command": "boltzattn approx --out X", "oracle": "fast", "window": 8, "damp
      "n": [16], "a": [0.25, 1], "bias": ["none"], "p95": "x"}
 json.dump({"format": "boltzattn-approx", "version": 1, "cells": cells, "checkpoints": [],
            "settings": s}, open(sys.argv[1], "w"))' "$TMP/p/accuracy.json"
-expect 0 "" -- "$BIN" approx --doc "$TMP/p.md" --from "$TMP/p"
+expect 0 "" -- "$LABBIN" approx --doc "$TMP/p.md" --from "$TMP/p"
 check 'grep -qF -- "- mf, a = 0.25, no shift: worst |Δw| 0.17 vs 0.16: agrees; worst |Δa| 0.023 vs 0.023: agrees." "$TMP/p.md"' \
     "probe rule: mf at a = 0.25 not 'agrees'"
 check 'grep -qF -- "- mf, a = 1, no shift: worst |Δw| 0.5 vs 0.14: higher (x3.6)" "$TMP/p.md"' \
@@ -176,14 +177,14 @@ grids_ok=1
 "$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 1 --seed0 5 --T 12 --engine tap --out "$E/charlm-T12-tap" >/dev/null 2>&1 || grids_ok=0
 "$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 20 --out "$E/charlm-T20-fast" >/dev/null 2>&1 || grids_ok=0
 "$BIN" ablate "${TA[@]}" --attn boltzmann --seeds 2 --T 20 --engine mf --out "$E/charlm-T20-mf" >/dev/null 2>&1 || grids_ok=0
-"$BIN" ablate --out "$E/charlm-T20-fast" --eval-engines mf,hybrid --eval-engines-items 5 >/dev/null 2>&1 || grids_ok=0
+"$LABBIN" eval-engines --out "$E/charlm-T20-fast" --engines mf,hybrid --items 5 >/dev/null 2>&1 || grids_ok=0
 # and a brackets grid with its engines.json: a table of its own, after charlm's
 "$BIN" ablate --task brackets --attn boltzmann --T 6 --embd 4 --steps 5 --batch 4 --seeds 1 \
     --out "$E/brackets-T6-fast" >/dev/null 2>&1 || grids_ok=0
-"$BIN" ablate --out "$E/brackets-T6-fast" --eval-engines mf >/dev/null 2>&1 || grids_ok=0
+"$LABBIN" eval-engines --out "$E/brackets-T6-fast" --engines mf >/dev/null 2>&1 || grids_ok=0
 check '[ $grids_ok = 1 ]' "the study's grids were not made"
 TDOC="$TMP/train.md"
-expect 0 "and the grids' training sections" -- "$BIN" approx --doc "$TDOC" --from "$E" --exact-from "$X"
+expect 0 "and the grids' training sections" -- "$LABBIN" approx --doc "$TDOC" --from "$E" --exact-from "$X"
 out=$(py '
 import json, math, sys
 E, X, doc = sys.argv[1:4]
@@ -246,19 +247,19 @@ assert "brackets-T6" not in md[:b], "a brackets grid entered the charlm sections
 print("ok")' "$E" "$X" "$TDOC" 2>&1)
 check '[ "$out" = ok ]' "training sections: $out"
 cp "$TDOC" "$TMP/train1.md"
-"$BIN" approx --doc "$TDOC" --from "$E" --exact-from "$X" >/dev/null 2>&1
+"$LABBIN" approx --doc "$TDOC" --from "$E" --exact-from "$X" >/dev/null 2>&1
 check 'cmp -s "$TDOC" "$TMP/train1.md"' "the training sections are not the same when regenerated"
 check '! grep -q "Training with each engine" "$DOC"' "a directory without grids got the training sections"
 # no --exact-from, and no results/full where it runs: the T = 12 pairs are
 # said to be missing, the T = 20 ones (the directory's own) are there
-(cd "$TMP" && "$BIN" approx --doc "$TMP/train2.md" --from "$E" >/dev/null 2>&1)
+(cd "$TMP" && "$LABBIN" approx --doc "$TMP/train2.md" --from "$E" >/dev/null 2>&1)
 check 'grep -qF "| exact | none: no exact grid at T = 12 in \`$E\`, and no run in \`results/full\` of the same model, data, settings and seeds |" "$TMP/train2.md" &&
     grep -qE "^\| mf \| \`charlm-T12-mf\` \| 2 of 2 \| [0-9.]+ ± [0-9.]+ \| no exact run of these seeds \| n/a \| 6 × 4 \|$" "$TMP/train2.md" &&
     grep -qE "^\| mf \| \`charlm-T20-mf\` \| 2 of 2 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \(2 pairs\) \|" "$TMP/train2.md"' \
     "without exact runs to pair with: the cells do not say so"
 # no engines.json yet
 mv "$E/charlm-T20-fast/engines.json" "$TMP/engines.json"
-"$BIN" approx --doc "$TMP/train3.md" --from "$E" --exact-from "$X" >/dev/null 2>&1
+"$LABBIN" approx --doc "$TMP/train3.md" --from "$E" --exact-from "$X" >/dev/null 2>&1
 check 'grep -qF "\`charlm-T20-fast\` has no engines.json yet: no data" "$TMP/train3.md"' "a missing engines.json is not said"
 # a damaged engines.json is bad input naming the field
 py '
@@ -266,44 +267,44 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 del d["entries"][0]["with"]
 json.dump(d, open(sys.argv[2], "w"))' "$TMP/engines.json" "$E/charlm-T20-fast/engines.json"
-expect 2 "engines.json: field entries[0].with is missing or malformed" -- "$BIN" approx --doc "$TMP/x.md" --from "$E" --exact-from "$X"
+expect 2 "engines.json: field entries[0].with is missing or malformed" -- "$LABBIN" approx --doc "$TMP/x.md" --from "$E" --exact-from "$X"
 echo '{"format":"boltzattn-engine-eval","version":1,"entries":[{"engine":"warp"}]}' >"$E/charlm-T20-fast/engines.json"
-expect 2 "field entries[0].engine is missing or malformed" -- "$BIN" approx --doc "$TMP/x.md" --from "$E" --exact-from "$X"
+expect 2 "field entries[0].engine is missing or malformed" -- "$LABBIN" approx --doc "$TMP/x.md" --from "$E" --exact-from "$X"
 mv "$TMP/engines.json" "$E/charlm-T20-fast/engines.json"
-expect 2 "--exact-from needs --doc" -- "$BIN" approx --exact-from "$X" --out "$TMP/x"
-expect 2 "--exact-from must not be empty" -- "$BIN" approx --doc "$TMP/x.md" --from "$E" --exact-from ""
+expect 2 "--exact-from needs --doc" -- "$LABBIN" approx --exact-from "$X" --out "$TMP/x"
+expect 2 "--exact-from must not be empty" -- "$LABBIN" approx --doc "$TMP/x.md" --from "$E" --exact-from ""
 
 # ------------------------------------------------------------- bad input
-expect 2 "--n: 21" -- "$BIN" approx --n 8,21 --out "$TMP/x"
-expect 2 "--n: 1 " -- "$BIN" approx --n 1 --out "$TMP/x"
-expect 2 "'8,x'" -- "$BIN" approx --n 8,x --out "$TMP/x"
-expect 2 "'0.1,zz'" -- "$BIN" approx --a 0.1,zz --out "$TMP/x"
-expect 2 "unknown engine 'foo'" -- "$BIN" approx --engines mf,foo --out "$TMP/x"
-expect 2 "unknown engine 'fast'" -- "$BIN" approx --engines fast --out "$TMP/x"
-expect 2 "'mf' is listed twice" -- "$BIN" approx --engines mf,mf --out "$TMP/x"
-expect 2 "unknown bias 'logn'" -- "$BIN" approx --bias logn --out "$TMP/x"
-expect 2 "--window: 0" -- "$BIN" approx --window 0 --out "$TMP/x"
-expect 2 "--window: 17" -- "$BIN" approx --window 17 --out "$TMP/x"
-expect 2 "--damping: 0 is outside (0, 1]" -- "$BIN" approx --damping 0 --out "$TMP/x"
-expect 2 "--damping: 1.5 is outside (0, 1]" -- "$BIN" approx --damping 1.5 --out "$TMP/x"
-expect 2 "--tol: 0 is not above 0" -- "$BIN" approx --tol 0 --out "$TMP/x"
-expect 2 "--tol: -1e-08 is not above 0" -- "$BIN" approx --tol -1e-8 --out "$TMP/x"
-expect 2 "--max-iter: 0" -- "$BIN" approx --max-iter 0 --out "$TMP/x"
-expect 2 "option '--out' is required" -- "$BIN" approx --n 8
-expect 2 "--doc needs --from" -- "$BIN" approx --doc "$TMP/x.md"
-expect 2 "--from needs --doc" -- "$BIN" approx --from "$D"
-expect 2 "--n does not apply with --doc" -- "$BIN" approx --doc "$TMP/x.md" --from "$D" --n 8
-expect 2 "$TMP/x/accuracy.json" -- "$BIN" approx --doc "$TMP/x.md" --from "$TMP/x"
+expect 2 "--n: 21" -- "$LABBIN" approx --n 8,21 --out "$TMP/x"
+expect 2 "--n: 1 " -- "$LABBIN" approx --n 1 --out "$TMP/x"
+expect 2 "'8,x'" -- "$LABBIN" approx --n 8,x --out "$TMP/x"
+expect 2 "'0.1,zz'" -- "$LABBIN" approx --a 0.1,zz --out "$TMP/x"
+expect 2 "unknown engine 'foo'" -- "$LABBIN" approx --engines mf,foo --out "$TMP/x"
+expect 2 "unknown engine 'fast'" -- "$LABBIN" approx --engines fast --out "$TMP/x"
+expect 2 "'mf' is listed twice" -- "$LABBIN" approx --engines mf,mf --out "$TMP/x"
+expect 2 "unknown bias 'logn'" -- "$LABBIN" approx --bias logn --out "$TMP/x"
+expect 2 "--window: 0" -- "$LABBIN" approx --window 0 --out "$TMP/x"
+expect 2 "--window: 17" -- "$LABBIN" approx --window 17 --out "$TMP/x"
+expect 2 "--damping: 0 is outside (0, 1]" -- "$LABBIN" approx --damping 0 --out "$TMP/x"
+expect 2 "--damping: 1.5 is outside (0, 1]" -- "$LABBIN" approx --damping 1.5 --out "$TMP/x"
+expect 2 "--tol: 0 is not above 0" -- "$LABBIN" approx --tol 0 --out "$TMP/x"
+expect 2 "--tol: -1e-08 is not above 0" -- "$LABBIN" approx --tol -1e-8 --out "$TMP/x"
+expect 2 "--max-iter: 0" -- "$LABBIN" approx --max-iter 0 --out "$TMP/x"
+expect 2 "option '--out' is required" -- "$LABBIN" approx --n 8
+expect 2 "--doc needs --from" -- "$LABBIN" approx --doc "$TMP/x.md"
+expect 2 "--from needs --doc" -- "$LABBIN" approx --from "$D"
+expect 2 "--n does not apply with --doc" -- "$LABBIN" approx --doc "$TMP/x.md" --from "$D" --n 8
+expect 2 "$TMP/x/accuracy.json" -- "$LABBIN" approx --doc "$TMP/x.md" --from "$TMP/x"
 touch "$TMP/file"
-expect 2 "--out $TMP/file: exists and is not a directory" -- "$BIN" approx --out "$TMP/file"
-expect 2 "not a regular file" -- "$BIN" approx --doc /dev/null --from "$D"
-expect 2 "would destroy the input" -- "$BIN" approx --doc "$D/accuracy.json" --from "$D"
+expect 2 "--out $TMP/file: exists and is not a directory" -- "$LABBIN" approx --out "$TMP/file"
+expect 2 "not a regular file" -- "$LABBIN" approx --doc /dev/null --from "$D"
+expect 2 "would destroy the input" -- "$LABBIN" approx --doc "$D/accuracy.json" --from "$D"
 mkdir -p "$TMP/j"
 echo '{"format":"boltzattn-approx","version":1,"cells":[' >"$TMP/j/accuracy.json"
-expect 2 "is not valid JSON" -- "$BIN" approx --doc "$TMP/x.md" --from "$TMP/j"
+expect 2 "is not valid JSON" -- "$LABBIN" approx --doc "$TMP/x.md" --from "$TMP/j"
 # an existing file that is not an approx record is not replaced
 echo '{"x": 1}' >"$TMP/j/accuracy.json"
-expect 2 "not an approx record; not replacing it" -- "$BIN" approx --n 3 --instances 1 --out "$TMP/j"
+expect 2 "not an approx record; not replacing it" -- "$LABBIN" approx --n 3 --instances 1 --out "$TMP/j"
 check 'grep -qF "\"x\": 1" "$TMP/j/accuracy.json"' "a foreign accuracy.json was replaced"
 # every field of a record and of the settings removed, or of the wrong type:
 # exit 2 naming it (null is a measure that was not finite: accepted there)
@@ -344,13 +345,14 @@ emit("text", "format")
 nmal=0
 for m in "$TMP"/mal/*/; do
     where=$(cat "$m/where")
-    expect 2 "field $where is missing or malformed" -- "$BIN" approx --doc "$m/d.md" --from "$m"
+    expect 2 "field $where is missing or malformed" -- "$LABBIN" approx --doc "$m/d.md" --from "$m"
     nmal=$((nmal + 1))
 done
 check '[ $nmal -gt 60 ]' "only $nmal malformed files were tried"
 
-expect 0 "usage: boltzattn approx" -- "$BIN" approx --help
-expect 0 "approx   accuracy of the approximate engines" -- "$BIN" --help
+expect 0 "usage: boltzattn-lab approx" -- "$LABBIN" approx --help
+expect 0 "approx   accuracy of the approximate engines" -- "$LABBIN" --help
+expect 2 "unknown command 'approx'" -- "$BIN" approx --help
 
 echo "approx.sh: $pass passed, $failed failed"
 [ $failed -eq 0 ]

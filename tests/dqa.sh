@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of `boltzattn dqa`: the CSV's columns and values on random instances
+# Tests of `boltzattn-lab dqa`: the CSV's columns and values on random instances
 # (TV in [0, 1], KL >= 0, beta_eff > 0 and increasing with tau for short
 # quenches, Boltzmann-like output while beta_eff <= 0.1, mean rows that are
 # the means of the instance rows), determinism, the plot files (PNG when
@@ -8,9 +8,10 @@
 # chosen from a checkpoint (refused above 20 unless asked for), the size
 # and memory stated up front and on running out of memory, the progress
 # line (terminals only), and the exit codes of bad input.
-# usage: tests/dqa.sh PATH/TO/boltzattn
+# usage: tests/dqa.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab
 set -u
-BIN=${1:?usage: dqa.sh PATH/TO/boltzattn}
+BIN=${1:?usage: dqa.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
+LABBIN=${2:?usage: dqa.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
 . "$(dirname "$0")/lib.sh"
 check() { if eval "$1" 2>/dev/null; then ok; else bad "$2"; fi; }
 
@@ -20,7 +21,7 @@ png_ok() { [ -s "$1" ] && [ "$(head -c 4 "$1" | tail -c 3)" = "PNG" ]; }
 # ------------------------------------------------------- random instances
 D="$TMP/d"
 K=3
-expect 0 "closest to the beta = 1 target" -- "$BIN" dqa --n 6 --instances $K --seed 3 \
+expect 0 "closest to the beta = 1 target" -- "$LABBIN" dqa --n 6 --instances $K --seed 3 \
     --tau 0.1,0.2,0.4,1 --steps 50 --lambda 1,2 --out "$D"
 CSV="$D/dqa.csv"
 check '[ "$(head -1 "$CSV")" = "instance,n,order,gamma,lambda,steps,tau,tv,kl,beta_eff,r2,tv_beta_eff,tv_trotter" ]' \
@@ -58,22 +59,22 @@ if [ $GNUPLOT = 1 ]; then
     check 'png_ok "$D/dqa.png"' "dqa.png missing or not a PNG"
 fi
 # same seed, same numbers
-expect 0 "" -- "$BIN" dqa --n 6 --instances $K --seed 3 --tau 0.1,0.2,0.4,1 --steps 50 \
+expect 0 "" -- "$LABBIN" dqa --n 6 --instances $K --seed 3 --tau 0.1,0.2,0.4,1 --steps 50 \
     --lambda 1,2 --out "$TMP/d2"
 check 'cmp -s "$CSV" "$TMP/d2/dqa.csv"' "same seed gave a different dqa.csv"
 # a single setting, first order
-expect 0 "" -- "$BIN" dqa --n 4 --instances 1 --tau 0.5 --steps 20 --order 1 --out "$TMP/d3"
+expect 0 "" -- "$LABBIN" dqa --n 4 --instances 1 --tau 0.5 --steps 20 --order 1 --out "$TMP/d3"
 check '[ "$(tail -n +2 "$TMP/d3/dqa.csv" | wc -l)" = 3 ] && awk -F, "NR == 2 && \$3 != 1 { exit 1 }" "$TMP/d3/dqa.csv"' \
     "single-setting CSV"
 # --ref-steps: the Trotter error of second order falls as 1/M^2 (ratio 4 per
 # doubling; band [3, 5])
-expect 0 "TV(M, M_ref)" -- "$BIN" dqa --n 5 --instances 2 --tau 1.5 --steps 10,20,40 \
+expect 0 "TV(M, M_ref)" -- "$LABBIN" dqa --n 5 --instances 2 --tau 1.5 --steps 10,20,40 \
     --ref-steps 2000 --out "$TMP/t"
 check 'awk -F, "\$1 == \"mean\" { if (prev && !(prev / \$13 > 3 && prev / \$13 < 5)) exit 1; prev = \$13 }
        END { if (!prev) exit 1 }" "$TMP/t/dqa.csv"' \
     "tv_trotter does not fall as 1/M^2 with --ref-steps"
 # without gnuplot on PATH: CSV written, one clear line, exit 0
-expect 0 "gnuplot not found: CSV written, plot skipped" -- env PATH=/nonexistent "$BIN" dqa \
+expect 0 "gnuplot not found: CSV written, plot skipped" -- env PATH=/nonexistent "$LABBIN" dqa \
     --n 4 --instances 2 --tau 0.5,1 --out "$TMP/d4"
 check '[ -s "$TMP/d4/dqa.csv" ] && [ ! -e "$TMP/d4/dqa.png" ]' "no-gnuplot run: CSV missing or PNG present"
 
@@ -81,20 +82,20 @@ check '[ -s "$TMP/d4/dqa.csv" ] && [ ! -e "$TMP/d4/dqa.png" ]' "no-gnuplot run: 
 T=6
 expect 0 "final: accuracy" -- "$BIN" train --task brackets --attn boltzmann --T $T --embd 16 \
     --steps 20 --batch 8 --j-init-std 0.3 --quiet --out "$TMP/m"
-expect 0 "fields check: h and J give the model's exact layer-0 attention" -- "$BIN" dqa \
+expect 0 "fields check: h and J give the model's exact layer-0 attention" -- "$LABBIN" dqa \
     --ckpt "$TMP/m/model.safetensors" --instances 2 --tau 0.5,1 --out "$TMP/c"
 check 'awk -F, "NR > 1 && \$2 != $T { exit 1 }" "$TMP/c/dqa.csv"' "checkpoint CSV: n is not T = $T"
-expect 0 "" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --n 4 --instances 1 --tau 1 --out "$TMP/c2"
+expect 0 "" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors" --n 4 --instances 1 --tau 1 --out "$TMP/c2"
 check 'awk -F, "NR > 1 && \$2 != 4 { exit 1 }" "$TMP/c2/dqa.csv"' "checkpoint CSV: --n 4 not honoured"
 expect 0 "" -- "$BIN" train --task brackets --attn softmax --T $T --embd 16 --steps 2 --batch 8 \
     --quiet --out "$TMP/s"
-expect 2 "has no couplings J" -- "$BIN" dqa --ckpt "$TMP/s/model.safetensors" --out "$TMP/x"
-expect 2 "--layer 1" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --layer 1 --out "$TMP/x"
-expect 2 "--head 2" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --head 2 --out "$TMP/x"
-expect 2 "--n" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --n 7 --out "$TMP/x"
-expect 2 "--j-std" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --j-std 1 --out "$TMP/x"
-expect 2 "--instances 100000" -- "$BIN" dqa --ckpt "$TMP/m/model.safetensors" --instances 100000 --out "$TMP/x"
-expect 2 "nonexistent" -- "$BIN" dqa --ckpt "$TMP/nonexistent.safetensors" --out "$TMP/x"
+expect 2 "has no couplings J" -- "$LABBIN" dqa --ckpt "$TMP/s/model.safetensors" --out "$TMP/x"
+expect 2 "--layer 1" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors" --layer 1 --out "$TMP/x"
+expect 2 "--head 2" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors" --head 2 --out "$TMP/x"
+expect 2 "--n" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors" --n 7 --out "$TMP/x"
+expect 2 "--j-std" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors" --j-std 1 --out "$TMP/x"
+expect 2 "--instances 100000" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors" --instances 100000 --out "$TMP/x"
+expect 2 "nonexistent" -- "$LABBIN" dqa --ckpt "$TMP/nonexistent.safetensors" --out "$TMP/x"
 
 # ------------------------------------- checkpoints trained with a sampler
 # The README's example (train --sampler direct --shots 64, then dqa --ckpt),
@@ -103,7 +104,7 @@ expect 2 "nonexistent" -- "$BIN" dqa --ckpt "$TMP/nonexistent.safetensors" --out
 # against the model's own (sampled) forward fails here.
 expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T 8 --sampler direct \
     --shots 64 --embd 16 --steps 2 --batch 4 --heldout 8 --quiet --out "$TMP/dm"
-out=$("$BIN" dqa --ckpt "$TMP/dm/model.safetensors" --instances 5 --tau 1 --steps 20 \
+out=$("$LABBIN" dqa --ckpt "$TMP/dm/model.safetensors" --instances 5 --tau 1 --steps 20 \
     --out "$TMP/dc" 2>&1)
 rc=$?
 check '[ $rc = 0 ]' "dqa --ckpt of a direct-sampled model exited $rc: $out"
@@ -115,7 +116,7 @@ check 'awk -v d="$md" "BEGIN { exit !(d != \"\" && d + 0 < 1e-6) }"' \
 # fields are used, and the check is skipped with a note.
 expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T 30 --sampler gibbs \
     --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/g30"
-out=$("$BIN" dqa --ckpt "$TMP/g30/model.safetensors" --n 5 --instances 2 --tau 1 --steps 20 \
+out=$("$LABBIN" dqa --ckpt "$TMP/g30/model.safetensors" --n 5 --instances 2 --tau 1 --steps 20 \
     --out "$TMP/gc" 2>&1)
 rc=$?
 check '[ $rc = 0 ] && grep -qF "fields check: skipped (no exact inference at the model'"'"'s T = 30)" <<<"$out" &&
@@ -130,21 +131,21 @@ check 'awk -F, "NR > 1 && \$2 != 5 { exit 1 }" "$TMP/gc/dqa.csv"' "T = 30 gibbs 
 expect 0 "final:" -- "$BIN" train --task brackets --attn coupling --T 40 --sampler gibbs \
     --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/c40"
 expect 2 "so n would be 24 spins (its T, capped at the simulator's 24): 2^24 states, about 640 MiB of memory" \
-    -- "$BIN" dqa --ckpt "$TMP/c40/model.safetensors" --out "$TMP/big"
-expect 2 "give --n 24 to run this size anyway" -- "$BIN" dqa --ckpt "$TMP/c40/model.safetensors" \
+    -- "$LABBIN" dqa --ckpt "$TMP/c40/model.safetensors" --out "$TMP/big"
+expect 2 "give --n 24 to run this size anyway" -- "$LABBIN" dqa --ckpt "$TMP/c40/model.safetensors" \
     --out "$TMP/big"
 check '[ ! -e "$TMP/big" ]' "the refused run made its output directory"
 # the limit is 20: T = 21 is refused, T = 20 runs by itself
 expect 0 "final:" -- "$BIN" train --task brackets --attn coupling --T 21 --sampler gibbs \
     --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/c21"
-expect 2 "so n would be 21 spins (its T): 2^21 states, about 80 MiB" -- "$BIN" dqa \
+expect 2 "so n would be 21 spins (its T): 2^21 states, about 80 MiB" -- "$LABBIN" dqa \
     --ckpt "$TMP/c21/model.safetensors" --out "$TMP/big"
 expect 0 "final:" -- "$BIN" train --task brackets --attn coupling --T 20 --sampler gibbs \
     --embd 16 --steps 1 --batch 2 --heldout 8 --quiet --out "$TMP/c20"
 expect 0 "size: n = 20 (the checkpoint's T), 2^20 = 1048576 states; memory about 40 MiB at the peak (5 arrays of 2^20 doubles); 1 anneal, 2 Trotter steps in all" \
-    -- "$BIN" dqa --ckpt "$TMP/c20/model.safetensors" --instances 1 --tau 1 --steps 2 --out "$TMP/c20d"
+    -- "$LABBIN" dqa --ckpt "$TMP/c20/model.safetensors" --instances 1 --tau 1 --steps 2 --out "$TMP/c20d"
 # asked for, it runs, saying n and the memory before the results
-out=$("$BIN" dqa --ckpt "$TMP/c40/model.safetensors" --n 21 --instances 1 --tau 1 --steps 2 \
+out=$("$LABBIN" dqa --ckpt "$TMP/c40/model.safetensors" --n 21 --instances 1 --tau 1 --steps 2 \
     --ref-steps 3 --out "$TMP/c40d" 2>/dev/null)
 rc=$?
 check '[ $rc = 0 ] && [ "$(sed -n 2p <<<"$out")" = "size: n = 21 (--n), 2^21 = 2097152 states; memory about 96 MiB at the peak (6 arrays of 2^21 doubles); 2 anneals, 5 Trotter steps in all" ]' \
@@ -155,15 +156,15 @@ check 'awk -F, "NR > 1 && \$2 != 21 { exit 1 }" "$TMP/c40d/dqa.csv"' "explicit -
 expect 0 "final:" -- "$BIN" train --task brackets --attn boltzmann --T 20 --embd 16 --steps 1 \
     --batch 2 --heldout 8 --quiet --out "$TMP/b20"
 expect 0 "model: its exact forward at T = 20 (the fields check) holds about 16 MiB more" -- \
-    "$BIN" dqa --ckpt "$TMP/b20/model.safetensors" --n 6 --instances 1 --tau 1 --steps 2 \
+    "$LABBIN" dqa --ckpt "$TMP/b20/model.safetensors" --n 6 --instances 1 --tau 1 --steps 2 \
     --out "$TMP/b20d"
 # Under a memory limit the size comes first, and the failure says how much
 # was asked for (one thread: the address space of more threads' malloc
 # arenas would depend on the machine). ASan cannot run under ulimit -v.
-if grep -qa __asan_init "$BIN"; then
+if grep -qa __asan_init "$LABBIN"; then
     echo "note: sanitizer build, memory-limit check skipped"
 else
-    out=$( (ulimit -v 600000 && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec "$BIN" dqa --n 24 \
+    out=$( (ulimit -v 600000 && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec "$LABBIN" dqa --n 24 \
         --instances 1 --tau 1 --steps 1 --threads 1 --out "$TMP/oom") 2>&1)
     rc=$?
     check '[ $rc = 1 ] && grep -qF "size: n = 24 (--n), 2^24 = 16777216 states; memory about 640 MiB" <<<"$out" &&
@@ -172,11 +173,11 @@ else
 fi
 # The progress line: on a terminal (a pty from script(1)) anneal counts and
 # an ETA on stderr; nothing when stderr is not a terminal.
-err=$("$BIN" dqa --n 6 --instances 2 --tau 0.5,1 --steps 20 --out "$TMP/p1" 2>&1 >/dev/null)
+err=$("$LABBIN" dqa --n 6 --instances 2 --tau 0.5,1 --steps 20 --out "$TMP/p1" 2>&1 >/dev/null)
 check '! grep -qF "ETA" <<<"$err" && ! grep -qF "anneal 1/4" <<<"$err"' \
     "progress line written when stderr is not a terminal: $err"
 if script -qec true /dev/null >/dev/null 2>&1; then
-    tty=$(script -qec "'$BIN' dqa --n 6 --instances 2 --tau 0.5,1 --steps 20 --out '$TMP/p2'" /dev/null 2>&1)
+    tty=$(script -qec "'$LABBIN' dqa --n 6 --instances 2 --tau 0.5,1 --steps 20 --out '$TMP/p2'" /dev/null 2>&1)
     check 'grep -qF "anneal 1/4    0%" <<<"$tty" && grep -qF "ETA ?" <<<"$tty"' \
         "no progress line with an ETA on a terminal: $tty"
 else
@@ -184,20 +185,20 @@ else
 fi
 
 # ------------------------------------------------------------- bad input
-expect 2 "--tau" -- "$BIN" dqa --tau 0,1 --out "$TMP/x"
-expect 2 "--tau" -- "$BIN" dqa --tau 1,,x --out "$TMP/x"
-expect 2 "--steps" -- "$BIN" dqa --steps 1.5 --out "$TMP/x"
-expect 2 "--lambda" -- "$BIN" dqa --lambda -1 --out "$TMP/x"
-expect 2 "--order" -- "$BIN" dqa --order 3 --out "$TMP/x"
-expect 2 "--n" -- "$BIN" dqa --n 25 --out "$TMP/x"
-expect 2 "--gamma" -- "$BIN" dqa --gamma 0 --out "$TMP/x"
-expect 2 "--head needs --ckpt" -- "$BIN" dqa --head 1 --out "$TMP/x"
-expect 2 "unknown option '--bogus'" -- "$BIN" dqa --bogus
-expect 2 "--out must not be empty" -- "$BIN" dqa --out ""
-expect 0 "usage: boltzattn dqa" -- "$BIN" dqa --help
+expect 2 "--tau" -- "$LABBIN" dqa --tau 0,1 --out "$TMP/x"
+expect 2 "--tau" -- "$LABBIN" dqa --tau 1,,x --out "$TMP/x"
+expect 2 "--steps" -- "$LABBIN" dqa --steps 1.5 --out "$TMP/x"
+expect 2 "--lambda" -- "$LABBIN" dqa --lambda -1 --out "$TMP/x"
+expect 2 "--order" -- "$LABBIN" dqa --order 3 --out "$TMP/x"
+expect 2 "--n" -- "$LABBIN" dqa --n 25 --out "$TMP/x"
+expect 2 "--gamma" -- "$LABBIN" dqa --gamma 0 --out "$TMP/x"
+expect 2 "--head needs --ckpt" -- "$LABBIN" dqa --head 1 --out "$TMP/x"
+expect 2 "unknown option '--bogus'" -- "$LABBIN" dqa --bogus
+expect 2 "--out must not be empty" -- "$LABBIN" dqa --out ""
+expect 0 "usage: boltzattn-lab dqa" -- "$LABBIN" dqa --help
 # an output directory that cannot be made is a runtime failure
 touch "$TMP/file"
-expect 1 "" -- "$BIN" dqa --n 3 --instances 1 --tau 1 --out "$TMP/file/sub"
+expect 1 "" -- "$LABBIN" dqa --n 3 --instances 1 --tau 1 --out "$TMP/file/sub"
 
 echo "dqa.sh: $pass passed, $failed failed"
 [ $failed -eq 0 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ablate --eval-engines on a tiny brackets grid (T = 6; softmax, boltzmann,
+# boltzattn-lab eval-engines on a tiny brackets grid (T = 6; softmax, boltzmann,
 # boltzmann with a band 2): every Ising run evaluated with its own engine
 # and with mf and hybrid into engines.json (the banded model refused by
 # hybrid with the library's reason; softmax left alone); hybrid with its
@@ -8,9 +8,10 @@
 # its own entries; a clone without a checkpoint skips that run with a note;
 # a grid without Ising arms has nothing to evaluate; the engine options are
 # refused where the list has no engine they apply to (exit 2).
-# usage: tests/engine_eval.sh PATH/TO/boltzattn
+# usage: tests/engine_eval.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab
 set -u
-BIN=${1:?usage: engine_eval.sh PATH/TO/boltzattn}
+BIN=${1:?usage: engine_eval.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
+LABBIN=${2:?usage: engine_eval.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
 . "$(dirname "$0")/lib.sh"
 check() { if eval "$1" 2>/dev/null; then ok; else bad "$2"; fi; }
 py() { local s=$1; shift; python3 -c "$s" "$@"; }
@@ -19,7 +20,7 @@ G="$TMP/g"
 expect 0 "results: $G/results.csv" -- "$BIN" ablate --task brackets --arm softmax,boltzmann,boltzmann+band2 \
     --T 6 --embd 8 --seeds 2 --steps 5 --batch 4 --out "$G"
 expect 0 "engine evaluation (mf, hybrid): 6 evaluated, 2 refused, 0 kept, 0 skipped (no checkpoint); wrote $G/engines.json" -- \
-    "$BIN" ablate --out "$G" --eval-engines mf,hybrid
+    "$LABBIN" eval-engines --out "$G" --engines mf,hybrid
 out=$(py '
 import json, sys
 g = sys.argv[1]
@@ -52,13 +53,13 @@ check '[ "$out" = ok ]' "engines.json: $out"
 
 cp "$G/engines.json" "$TMP/e1.json"
 expect 0 "engine evaluation (mf, hybrid): 0 evaluated, 0 refused, 8 kept, 0 skipped (no checkpoint)" -- \
-    "$BIN" ablate --out "$G" --eval-engines mf,hybrid
+    "$LABBIN" eval-engines --out "$G" --engines mf,hybrid
 check 'cmp -s "$G/engines.json" "$TMP/e1.json"' "a rerun changed engines.json"
 # another window, item count or engine setting is another entry
 expect 0 "engine evaluation (hybrid): 2 evaluated, 2 refused, 0 kept" -- \
-    "$BIN" ablate --out "$G" --eval-engines hybrid --window 3 --eval-engines-items 2 --batch 2
+    "$LABBIN" eval-engines --out "$G" --engines hybrid --window 3 --items 2 --batch 2
 expect 0 "engine evaluation (mf): 4 evaluated, 0 refused, 0 kept" -- \
-    "$BIN" ablate --out "$G" --eval-engines mf --damping 0.3
+    "$LABBIN" eval-engines --out "$G" --engines mf --damping 0.3
 out=$(py '
 import json, sys
 es = json.load(open(sys.argv[1]))["entries"]
@@ -76,32 +77,32 @@ check '[ "$out" = ok ]' "keyed entries: $out"
 G2="$TMP/clone"
 cp -r "$G" "$G2" && rm "$G2/engines.json" "$G2/runs/brackets-T6-C8-ffn1-boltzmann-s2/model.safetensors"
 expect 0 "engine evaluation (mf, hybrid): 4 evaluated, 2 refused, 0 kept, 2 skipped (no checkpoint)" -- \
-    "$BIN" ablate --out "$G2" --eval-engines mf,hybrid
-expect 0 "brackets-T6-C8-ffn1-boltzmann-s2: no checkpoint (" -- "$BIN" ablate --out "$G2" --eval-engines tap
+    "$LABBIN" eval-engines --out "$G2" --engines mf,hybrid
+expect 0 "brackets-T6-C8-ffn1-boltzmann-s2: no checkpoint (" -- "$LABBIN" eval-engines --out "$G2" --engines tap
 
 # nothing to evaluate, bad usage, a damaged file
 S="$TMP/s"
 "$BIN" ablate --task brackets --attn softmax --T 6 --embd 8 --seeds 1 --steps 3 --batch 4 --out "$S" >/dev/null 2>&1
 expect 0 "no boltzmann or coupling arm with exact inference: nothing to evaluate" -- \
-    "$BIN" ablate --out "$S" --eval-engines mf,hybrid
+    "$LABBIN" eval-engines --out "$S" --engines mf,hybrid
 check '[ ! -e "$S/engines.json" ]' "a grid with nothing to evaluate got engines.json"
-expect 2 "--eval-engines: unknown engine 'meanfield'" -- "$BIN" ablate --out "$G" --eval-engines mf,meanfield
-expect 2 "'mf' is listed twice" -- "$BIN" ablate --out "$G" --eval-engines mf,mf
-expect 2 "--window is the hybrid engine's window, and --eval-engines does not list hybrid" -- \
-    "$BIN" ablate --out "$G" --eval-engines mf,tap --window 3
-expect 2 "--tol applies to the approximate engines (mf, tap, bp, hybrid), and --eval-engines lists none" -- \
-    "$BIN" ablate --out "$G" --eval-engines fast,reference --tol 1e-6
-expect 2 "--engine does not apply" -- "$BIN" ablate --out "$G" --eval-engines mf --engine mf
-expect 2 "--T does not apply" -- "$BIN" ablate --out "$G" --eval-engines mf --T 6
-expect 2 "--damping 0: must be above 0" -- "$BIN" ablate --out "$G" --eval-engines mf --damping 0
-expect 2 "--eval-engines-items needs --eval-engines" -- "$BIN" ablate --out "$G" --eval-engines-items 2
-expect 2 "--eval-engines does not apply" -- "$BIN" ablate --out "$G" --extrapolate 8 --eval-engines mf
-expect 2 "not a grid of 'boltzattn ablate'" -- "$BIN" ablate --out "$TMP/nogrid" --eval-engines mf
+expect 2 "--engines: unknown engine 'meanfield'" -- "$LABBIN" eval-engines --out "$G" --engines mf,meanfield
+expect 2 "'mf' is listed twice" -- "$LABBIN" eval-engines --out "$G" --engines mf,mf
+expect 2 "--window is the hybrid engine's window, and --engines does not list hybrid" -- \
+    "$LABBIN" eval-engines --out "$G" --engines mf,tap --window 3
+expect 2 "--tol applies to the approximate engines (mf, tap, bp, hybrid), and --engines lists none" -- \
+    "$LABBIN" eval-engines --out "$G" --engines fast,reference --tol 1e-6
+expect 2 "unknown option '--engine'" -- "$LABBIN" eval-engines --out "$G" --engines mf --engine mf
+expect 2 "unknown option '--T'" -- "$LABBIN" eval-engines --out "$G" --engines mf --T 6
+expect 2 "--damping 0: must be above 0" -- "$LABBIN" eval-engines --out "$G" --engines mf --damping 0
+expect 2 "option '--engines' is required" -- "$LABBIN" eval-engines --out "$G" --items 2
+expect 2 "unknown option '--eval-engines'" -- "$BIN" ablate --out "$G" --eval-engines mf
+expect 2 "not a grid of 'boltzattn ablate'" -- "$LABBIN" eval-engines --out "$TMP/nogrid" --engines mf
 echo '{"format":"boltzattn-engine-eval","entries":[{"run":"x","status":"done"}]}' >"$G2/engines.json"
 expect 2 "is not an engine evaluation file of this tool (format boltzattn-engine-eval, entries with run, status, engine, window, approx and items)" -- \
-    "$BIN" ablate --out "$G2" --eval-engines mf
+    "$LABBIN" eval-engines --out "$G2" --engines mf
 check 'grep -q "\"run\":\"x\"" "$G2/engines.json"' "a damaged engines.json was replaced"
-expect 0 "--eval-engines LIST" -- "$BIN" ablate --help
+expect 0 "--engines LIST" -- "$LABBIN" eval-engines --help
 
 echo "engine_eval.sh: $pass passed, $failed failed"
 [ $failed -eq 0 ]

@@ -30,8 +30,18 @@ expect 2 "--band 4 and --window 3: under --engine hybrid both name the exact win
 expect 2 "unknown engine 'meanfield'" -- "$BIN" train "${D[@]}" --engine meanfield --out "$TMP/x"
 [ ! -e "$TMP/x" ] && ok || bad "a refused train left $TMP/x"
 
+# --- the engine table (boltzattn engines): the loops below take their
+# engines from it, so an empty or broken list must fail here, not pass
+approx=$("$BIN" engines --names --with approx) && [ -n "$approx" ] && ok ||
+    bad "engines --names --with approx gave nothing"
+all=$("$BIN" engines --names) && ok || bad "engines --names failed"
+for e in $all; do
+    "$BIN" engines | grep -qE "^[0-9]+ +$e " && ok || bad "engines does not list $e"
+done
+expect 2 "--with: unknown capability 'quantum'" -- "$BIN" engines --with quantum
+
 # --- full-range couplings at T = 48 (no exact engine takes them there)
-for e in mf tap bp; do
+for e in $("$BIN" engines --names --with approx --without window); do
     out=$("$BIN" train "${D[@]}" --attn boltzmann --engine $e --T 48 --steps 2 "${TINYV[@]}" \
         --out "$TMP/$e" 2>&1) && ok || bad "$e train failed: $out"
     grep -qF "couplings=absolute engine=$e" <<<"$out" && ok || bad "$e: the header lacks the engine: $out"
@@ -73,7 +83,7 @@ EOF
 "$BIN" train "${D[@]}" --attn boltzmann --T 10 --steps 3 "${TINYV[@]}" --quiet --out "$TMP/ex" ||
     bad "exact train failed"
 exact=$("$BIN" eval --ckpt "$TMP/ex/model.safetensors" --items 8 2>&1) && ok || bad "exact eval: $exact"
-for e in mf tap bp hybrid; do
+for e in $("$BIN" engines --names --with approx); do
     out=$("$BIN" eval --ckpt "$TMP/ex/model.safetensors" --items 8 --engine $e 2>&1) && ok ||
         bad "eval --engine $e failed: $out"
     grep -qF "(engine $e" <<<"$out" && grep -qE "eval approx: [0-9]+ rows" <<<"$out" && ok ||

@@ -5,9 +5,10 @@
 # and help texts that go with them. Every command that could hang runs
 # under a timeout (exit 124 fails the check). The malformed-file corpus
 # (tests/malformed.sh) holds the files these checks also point at.
-# usage: tests/inputs.sh PATH/TO/boltzattn
+# usage: tests/inputs.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab
 set -u
-BIN=${1:?usage: inputs.sh PATH/TO/boltzattn}
+BIN=${1:?usage: inputs.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
+LABBIN=${2:?usage: inputs.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
 . "$(dirname "$0")/lib.sh"
 M=$(cd "$(dirname "$0")/malformed" && pwd)
 cd "$TMP" || exit 1
@@ -109,8 +110,8 @@ expect 2 "--attn: 'softmax' is listed twice" -- \
 expect 2 "--sampler: 'gibbs' is listed twice" -- \
     "$BIN" ablate --task brackets --sampler gibbs,gibbs --shots 8 --out g_list
 expect 2 "--tau: '1,,2' is not a comma-separated list of numbers" -- \
-    "$BIN" dqa --tau "1,,2" --out d_list
-expect 2 "--tau: 2 is listed twice" -- "$BIN" dqa --tau "2,2" --out d_list
+    "$LABBIN" dqa --tau "1,,2" --out d_list
+expect 2 "--tau: 2 is listed twice" -- "$LABBIN" dqa --tau "2,2" --out d_list
 # numbers are plain decimals, as names are plain names: no blank, no hex
 expect 2 "--T: '4, 8' is not a comma-separated list of integers" -- \
     "$BIN" ablate --task brackets --T "4, 8" --out g_list

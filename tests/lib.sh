@@ -1,11 +1,15 @@
 # The set-up every shell test shares; source it after setting BIN:
 #     BIN=${1:?usage: NAME.sh PATH/TO/boltzattn}
 #     . "$(dirname "$0")/lib.sh"
-# It makes BIN absolute (tests may cd or empty PATH), a scratch directory
+# It makes BIN (and LABBIN, when set) absolute (tests may cd or empty PATH), a scratch directory
 # TMP removed at exit (kept when KEEP is set, for debugging), two OpenMP
 # threads unless the caller chose, the pass/failed counters and the
 # helpers ok, bad and expect.
 case $BIN in /*) ;; *) BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" ;; esac
+# the lab program (boltzattn-lab), for the tests of its commands
+if [ -n "${LABBIN:-}" ]; then
+    case $LABBIN in /*) ;; *) LABBIN="$(cd "$(dirname "$LABBIN")" && pwd)/$(basename "$LABBIN")" ;; esac
+fi
 TMP=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

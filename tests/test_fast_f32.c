@@ -6,7 +6,7 @@
  *   adversarial  h uniform in +-20, J uniform in +-5 (a saturated system);
  *   trained-like h ~ N(0, 3^2), J of a charlm checkpoint's pattern (J(1) =
  *                a/2, J(2..4) = a, J(>=6) = -a/2, a = 1).
- * Bounds, from the error analysis in docs/design.md ("Float32 products"):
+ * Bounds, from the error analysis in docs/internals.md ("Float32 products"):
  * every product entry is a double sum of float sums over at most
  * F32_KBLOCK = 256 terms, so with u = 2^-24 and g = (256 + 4) u = 1.55e-5
  *   forward   a marginal is a ratio of two sums of positive terms:

@@ -389,7 +389,7 @@ static double rel_err(const double *a, const double *b, size_t n)
  * Measured relative L2 errors (boltzmann; coupling): S = 64: 0.019; 0.026,
  * S = 65536: 0.00077; 0.00064 (the 1/sqrt(S) ratio would be 32). Fields of
  * a few units: with much larger ones many marginals fall below 1/S, where
- * the count estimator cannot resolve them (docs/design.md). */
+ * the count estimator cannot resolve them (docs/internals.md). */
 static void test_model_gradient(void **state)
 {
     (void)state;

@@ -48,10 +48,12 @@ def ising_marginals(h, J, engine="auto", band=None, approx=None, window=None, lo
     if J.shape != (n, n):
         raise ValueError("J must be (n, n) = (%d, %d), not %s" % (n, n, J.shape))
     e = _lib.enum_value(_lib.ENGINE, "engine", engine)
-    W = int(band or 0) if engine in ("auto", "band") else int(window or 0)
-    if engine not in ("auto", "band") and band:
+    caps = _lib.engine_caps(engine)
+    banded = engine == "auto" or caps & _lib.CAP["band"]
+    W = int(band or 0) if banded else int(window or 0)
+    if not banded and band:
         raise ValueError("band is for the auto and band engines; the hybrid engine takes window")
-    if engine != "hybrid" and window:
+    if not caps & _lib.CAP["window"] and window:
         raise ValueError("window is the hybrid engine's; the %s engine takes none" % engine)
     a = _op.approx_settings(approx)
     logw = np.empty(n)

@@ -13,8 +13,11 @@ ERR_LEN = 512  # BA_ERR_LEN: every library error message fits in it
 
 # enum values of include/boltzattn.h
 ATTN = {"softmax": 0, "sigmoid": 1, "boltzmann": 2, "coupling": 3}
-ENGINE = {"reference": 0, "fast": 1, "band": 2, "auto": 3, "mf": 4, "tap": 5, "bp": 6,
-          "hybrid": 7}
+# ENGINE (name -> number) and ENGINES (name -> its table row) come from the
+# library's engine table at load time, below: no engine is named here.
+# The capability bits of a row (BA_ENGINE_CAP_* of include/boltzattn.h):
+CAP = {"exact": 1, "enumerate": 2, "approx": 4, "band": 8, "window": 16, "context": 32,
+       "f32": 64}
 COUPLINGS = {"absolute": 0, "relative": 1}
 FIELD_BIAS = {"none": 0, "log-n": 1}
 STATUS = {0: "ok", 1: "bad argument", 2: "i/o error", 3: "bad format", 4: "out of memory",
@@ -125,6 +128,48 @@ _sig("ba_model_free", None, [_P])
 _sig("ba_model_num_tensors", ctypes.c_int, [_P])
 _sig("ba_model_tensor", ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(TensorInfo)])
 _sig("ba_model_params", _F, [_P])
+_sig("ba_engine_count", ctypes.c_int, [])
+_sig("ba_engine_info", ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                                      ctypes.POINTER(ctypes.c_char_p),
+                                      ctypes.POINTER(ctypes.c_char_p),
+                                      ctypes.POINTER(ctypes.c_int),
+                                      ctypes.POINTER(ctypes.c_uint)])
+_sig("ba_engine_parse", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), _ERR])
+
+
+def _engine_table():
+    """The library's engine table: name -> dict(id, summary, max_spins, caps)."""
+    rows = {}
+    for i in range(lib.ba_engine_count()):
+        eid, lim, caps = ctypes.c_int(), ctypes.c_int(), ctypes.c_uint()
+        name, summary = ctypes.c_char_p(), ctypes.c_char_p()
+        if lib.ba_engine_info(i, ctypes.byref(eid), ctypes.byref(name), ctypes.byref(summary),
+                              ctypes.byref(lim), ctypes.byref(caps)) == 0:
+            rows[name.value.decode()] = {"id": eid.value, "summary": summary.value.decode(),
+                                         "max_spins": lim.value, "caps": caps.value}
+    return rows
+
+
+def _rule_number(name):
+    """The number of a name the library parses that is a rule, not a table
+    row (auto: band when a band is set, else fast)."""
+    v = ctypes.c_int()
+    err = ctypes.create_string_buffer(ERR_LEN)
+    if lib.ba_engine_parse(name.encode(), ctypes.byref(v), err) != 0:
+        raise ImportError("boltzattn: the library does not take engine %r: %s"
+                          % (name, err.value.decode("utf-8", "replace")))
+    return v.value
+
+
+ENGINES = _engine_table()
+ENGINE = {name: row["id"] for name, row in ENGINES.items()}
+ENGINE["auto"] = _rule_number("auto")
+
+
+def engine_caps(name):
+    """The capability bits (CAP) of engine name; 0 for auto or an unknown name."""
+    row = ENGINES.get(name)
+    return row["caps"] if row else 0
 
 
 def errbuf():

@@ -275,7 +275,7 @@ class BoltzattnModel(nn.Module):
                   band=c.get("band", 0) or None, engine=engine,
                   field_bias=c.get("field_bias", "none"), n_layer=L,
                   j_init_std=c.get("j_init_std", 0.0))
-        if engine in ("mf", "tap", "bp", "hybrid"):
+        if _lib.engine_caps(engine) & _lib.CAP["approx"]:
             kw["approx"] = c.get("approx")
             kw["window"] = c.get("window")
         self.blocks = nn.ModuleList(Block(C, c["n_head"], T, c.get("ffn", True), **kw)

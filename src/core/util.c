@@ -91,8 +91,6 @@ double ba_rng_normal(ba_rng *r)
 
 static const char *const attn_names[] = {"softmax", "sigmoid", "boltzmann", "coupling"};
 static const char *const task_names[] = {"charlm", "brackets"};
-static const char *const engine_names[] = {"reference", "fast", "band", "auto",
-                                            "mf",        "tap",  "bp",   "hybrid"};
 static const char *const couplings_names[] = {"absolute", "relative"};
 static const char *const field_bias_names[] = {"none", "log-n"};
 static const char *const head_names[] = {"token", "pointer"};
@@ -116,7 +114,6 @@ static int parse_name(const char *s, const char *const *names, int n, int *out,
 
 const char *ba_attn_name(ba_attn a) { return (unsigned)a < 4 ? attn_names[a] : "?"; }
 const char *ba_task_name(ba_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
-const char *ba_engine_name(ba_engine e) { return (unsigned)e < 8 ? engine_names[e] : "?"; }
 const char *ba_couplings_name(ba_couplings c) { return (unsigned)c < 2 ? couplings_names[c] : "?"; }
 const char *ba_field_bias_name(ba_field_bias b)
 {
@@ -167,35 +164,6 @@ int ba_task_parse(const char *s, ba_task *out, char *err)
     if (rc == BA_OK)
         *out = (ba_task)v;
     return rc;
-}
-
-int ba_engine_parse(const char *s, ba_engine *out, char *err)
-{
-    int v = 0;
-    int rc = parse_name(s, engine_names, 8, &v, "engine", err);
-    if (rc == BA_OK)
-        *out = (ba_engine)v;
-    return rc;
-}
-
-int ba_engine_max_spins(ba_engine e)
-{
-    switch (e) {
-    case BA_ENGINE_REFERENCE: return BA_REFERENCE_MAX_SPINS;
-    case BA_ENGINE_FAST: return BA_FAST_MAX_SPINS;
-    case BA_ENGINE_BAND: return BA_MAX_BAND + 1;
-    case BA_ENGINE_AUTO: return BA_FAST_MAX_SPINS;
-    case BA_ENGINE_MF:
-    case BA_ENGINE_TAP:
-    case BA_ENGINE_BP:
-    case BA_ENGINE_HYBRID: return BA_MAX_BLOCK;
-    }
-    return 0;
-}
-
-int ba_engine_is_approx(ba_engine e)
-{
-    return e == BA_ENGINE_MF || e == BA_ENGINE_TAP || e == BA_ENGINE_BP || e == BA_ENGINE_HYBRID;
 }
 
 ba_approx ba_approx_default(void) { return (ba_approx){0.5, 1e-8, 1000}; }

@@ -1,9 +1,11 @@
-/* The approximate engines over a batch of attention rows (mf, tap, bp and
- * the dispatch to hybrid): the entry points the attention layer calls,
- * with the layouts of the band engine's dense ones. Contract, layouts and
- * the policy on non-convergence: src/approx.h, "approximate engines,
- * batched". The per-query fixed points and their implicit gradients are
- * src/ising_mf.c and src/ising_bp.c; hybrid is src/ising_hybrid.c.
+/* The approximate engines mf, tap and bp over a batch of attention rows:
+ * their engine interfaces (ba_engine_mf_ops, _tap_, _bp_, at the end),
+ * with the layouts of the band engine's dense entry points. Contract,
+ * layouts and the policy on non-convergence: src/ising/approx_engines.h,
+ * "approximate engines, batched". The per-query fixed points and their
+ * implicit gradients are src/ising/mf.c and src/ising/bp.c; long
+ * full-range mf/tap blocks go to src/ising/approx_gemm.c; hybrid is its
+ * own engine (src/ising/hybrid.c).
  *
  * Every row of a causal attention block is its own Ising system: query i
  * sees keys 0..i, so its system is the top-left (i+1) x (i+1) corner of the
@@ -58,73 +60,17 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+
+/* This file's engines (defined at the end; the table in src/ising/engine.c
+ * lists them). */
+extern const ba_engine_ops ba_engine_mf_ops;
+extern const ba_engine_ops ba_engine_tap_ops;
+extern const ba_engine_ops ba_engine_bp_ops;
 #endif
 
 static ba_mf_method method_of(ba_engine e)
 {
     return e == BA_ENGINE_TAP ? BA_MF_TAP : e == BA_ENGINE_BP ? BA_MF_BP : BA_MF_NAIVE;
-}
-
-ba_mf_settings ba_approx_mf_settings(const ba_approx *a)
-{
-    ba_mf_settings s = {a->damping, a->tol, a->max_iter, BA_MF_ADJ_LU, NULL, 0};
-    return s;
-}
-
-void ba_approx_stats_add(ba_approx_stats *to, const ba_approx_stats *from)
-{
-    to->queries += from->queries;
-    to->sweeps += from->sweeps;
-    to->retried += from->retried;
-    to->unconverged += from->unconverged;
-    if (from->max_sweeps > to->max_sweeps)
-        to->max_sweeps = from->max_sweeps;
-}
-
-int ba_approx_check_block(int B, int T, const double *h, const double *J, int ldj, char *err)
-{
-    if (B < 1)
-        return ba_fail(err, BA_ERR_ARG, "batch B = %d must be at least 1", B);
-    if (T < 1 || T > BA_MAX_BLOCK)
-        return ba_fail(err, BA_ERR_ARG, "T = %d is outside [1, %d]", T, BA_MAX_BLOCK);
-    if (ldj < T)
-        return ba_fail(err, BA_ERR_ARG, "couplings' leading dimension %d is below T = %d", ldj,
-                       T);
-    if (!J && T > 1)
-        return ba_fail(err, BA_ERR_ARG, "couplings J are NULL");
-    for (int j = 0; j + 1 < T; j++)
-        for (int k = j + 1; k < T; k++)
-            if (!isfinite(J[(size_t)j * ldj + k]))
-                return ba_fail(err, BA_ERR_NUMERIC, "coupling J[%d][%d] = %g is not finite", j,
-                               k, J[(size_t)j * ldj + k]);
-    if (h)
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < T; i++)
-                for (int j = 0; j <= i; j++) {
-                    double v = h[((size_t)b * T + i) * T + j];
-                    if (!isfinite(v))
-                        return ba_fail(err, BA_ERR_NUMERIC, "field h[%d][%d][%d] = %g is not "
-                                       "finite", b, i, j, v);
-                }
-    return BA_OK;
-}
-
-/* The checks both directions share, before anything is written: the
- * engine and settings, the shapes, every coupling j < k < T and every
- * field a row reads (j <= i) finite. */
-static int check_args(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
-                      const double *J, int ldj, char *err)
-{
-    if (!ba_engine_is_approx(e))
-        return ba_fail(err, BA_ERR_ARG, "engine '%s' is not an approximate engine (mf, tap, "
-                       "bp, hybrid)", ba_engine_name(e));
-    int rc = ba_approx_validate(a, err);
-    if (rc)
-        return rc;
-    if (e == BA_ENGINE_HYBRID && (W < 1 || W > BA_BAND_MAX_W))
-        return ba_fail(err, BA_ERR_ARG, "hybrid window W = %d is outside [1, %d]", W,
-                       BA_BAND_MAX_W);
-    return ba_approx_check_block(B, T, h, J, ldj, err);
 }
 
 /* The far gradient is added row by row up to this distance past the band,
@@ -228,54 +174,33 @@ static int row_forward(ba_mf_method meth, const ba_mf_settings *s, int n, const 
     return BA_OK;
 }
 
-/* A row's failure, kept for the lowest row index so that the message does
- * not depend on the thread schedule. */
-typedef struct {
-    long row; /* -1: none */
-    int rc;
-    char err[BA_ERR_LEN];
-} first_fail;
-
-static void note_fail(first_fail *f, long row, int rc, const char *err)
+/* mf, tap and bp (o) over r's rows; W is not read. */
+static int approx_forward(const ba_engine_ops *o, const ba_engine_rows *in, double *logw,
+                          char *err)
 {
-#pragma omp critical(ba_approx_fail)
-    if (f->row < 0 || row < f->row) {
-        f->row = row;
-        f->rc = rc;
-        memcpy(f->err, err, BA_ERR_LEN);
-    }
-}
-
-static int report_fail(const first_fail *f, ba_engine e, int T, char *err)
-{
-    long b = f->row / T, i = f->row % T;
-    return ba_fail(err, f->rc, "%s engine, batch element %ld, query %ld (%ld keys): %s",
-                   ba_engine_name(e), b, i, i + 1, f->err);
-}
-
-int ba_approx_forward(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
-                      const double *J, int ldj, double *logw, ba_approx_stats *st, char *err)
-{
-    int rc = check_args(e, a, W, B, T, h, J, ldj, err);
+    int rc = ba_approx_check_rows(in, 0, err);
     if (rc)
         return rc;
     if (!logw)
         return ba_fail(err, BA_ERR_ARG, "log-weights output is NULL");
-    if (e == BA_ENGINE_HYBRID)
-        return ba_hybrid_forward(a, W, B, T, h, J, ldj, logw, st, err);
+    ba_engine e = o->id;
+    const ba_approx *a = in->approx;
+    int B = in->B, T = in->T, ldj = in->ldj;
+    const double *h = in->h, *J = in->J;
+    ba_approx_stats *st = in->stats;
     ba_mf_method meth = method_of(e);
     ba_mf_settings s = ba_approx_mf_settings(a);
     long rows = (long)B * T;
-    first_fail ff = {-1, BA_OK, ""};
+    ba_approx_fail ff = {-1, BA_OK, ""};
     ba_approx_stats tot = {0, 0, 0, 0, 0};
     band_of band;
     if (!band_setup(T, J, ldj, &band))
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's coupling band (T = "
-                       "%d)", ba_engine_name(e), T);
+                       "%d)", o->name, T);
     /* long full-range mf/tap blocks: all rows at once (src/ising_approx_gemm.c) */
     if (!band.on && ba_approx_gemm_applies(e, T)) {
         free(band.Ab);
-        return ba_approx_gemm_forward(e, a, B, T, h, J, ldj, logw, st, err);
+        return ba_gemm_forward(o, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw, st, err);
     }
     int nomem = 0;
 #pragma omp parallel
@@ -300,20 +225,20 @@ int ba_approx_forward(ba_engine e, const ba_approx *a, int W, int B, int T, cons
             int rr = row_forward(meth, &s, n, hr, J, ldj, &band, logw + (size_t)r * T, &w, &used,
                                  &my, msg);
             if (rr)
-                note_fail(&ff, r, rr, msg);
+                ba_approx_fail_note(&ff, r, rr, msg);
         }
 #pragma omp critical(ba_approx_stats)
-        ba_approx_stats_add(&tot, &my);
+        ba_engine_stats_add(&tot, &my);
         row_ws_free(&w);
     }
     free(band.Ab);
     if (nomem)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's workspace (T = %d)",
-                       ba_engine_name(e), T);
+                       o->name, T);
     if (ff.row >= 0)
-        return report_fail(&ff, e, T, err);
+        return ba_approx_fail_report(&ff, o->name, T, err);
     if (st)
-        ba_approx_stats_add(st, &tot);
+        ba_engine_stats_add(st, &tot);
     return BA_OK;
 }
 
@@ -461,7 +386,7 @@ static int start_of(int n, const double *lw, double *x0)
 /* Chunk c: rows [c rows / nc, (c+1) rows / nc) in row order into its
  * buffer; the groups of far_flush never cross a batch element. */
 static void chunk_backward(const bw_job *jb, int c, bw_ws *t, ba_approx_stats *my,
-                           first_fail *ff)
+                           ba_approx_fail *ff)
 {
     int T = jb->T, gn = 0, n1 = 0;
     long r0 = c * jb->rows / jb->nc, r1 = (c + 1) * jb->rows / jb->nc;
@@ -488,7 +413,7 @@ static void chunk_backward(const bw_job *jb, int c, bw_ws *t, ba_approx_stats *m
                               jb->g + (size_t)r * T, jb->dhs ? jb->dhs + (size_t)r * T : NULL,
                               acc, T, zo, &t->w, t->lw, my, msg);
         if (rr) {
-            note_fail(ff, r, rr, msg);
+            ba_approx_fail_note(ff, r, rr, msg);
             return;
         }
         if (jb->grouped) {
@@ -500,39 +425,21 @@ static void chunk_backward(const bw_job *jb, int c, bw_ws *t, ba_approx_stats *m
         far_flush(T, jb->band.W, gn, n1, t->Z, t->M, acc);
 }
 
-int ba_approx_backward(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
-                       const double *J, int ldj, const double *g, double *dh, double *dJ,
-                       ba_approx_stats *st, char *err)
+/* mf, tap and bp (o): r's rows' backward, the couplings' gradient up to
+ * r->R (src/ising/approx_engines.h, ba_approx_backward_from). */
+static int approx_backward(const ba_engine_ops *o, const ba_engine_rows *in, const double *g,
+                           double *dh, double *dJ, char *err)
 {
-    return ba_approx_backward_reach(e, a, W, B, T, h, J, ldj, g, dh, dJ, T - 1, st, err);
-}
-
-int ba_approx_backward_reach(ba_engine e, const ba_approx *a, int W, int B, int T,
-                             const double *h, const double *J, int ldj, const double *g,
-                             double *dh, double *dJ, int R, ba_approx_stats *st, char *err)
-{
-    return ba_approx_backward_from(e, a, W, B, T, h, J, ldj, NULL, g, dh, dJ, R, st, err);
-}
-
-int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T,
-                            const double *h, const double *J, int ldj, const double *logw0,
-                            const double *g, double *dh, double *dJ, int R, ba_approx_stats *st,
-                            char *err)
-{
-    int rc = check_args(e, a, W, B, T, h, J, ldj, err);
-    if (rc)
+    int rc = ba_approx_check_rows(in, 0, err);
+    if (rc || (rc = ba_approx_check_grad(in->B, in->T, g, err)))
         return rc;
-    if (!g)
-        return ba_fail(err, BA_ERR_ARG, "upstream gradient g is NULL");
-    if (R < 0)
-        return ba_fail(err, BA_ERR_ARG, "coupling gradient reach R = %d is negative", R);
-    for (long r = 0; r < (long)B * T; r++)
-        for (int j = 0; j <= (int)(r % T); j++)
-            if (!isfinite(g[(size_t)r * T + j]))
-                return ba_fail(err, BA_ERR_NUMERIC, "upstream gradient g[%ld][%ld][%d] = %g is "
-                               "not finite", r / T, r % T, j, g[(size_t)r * T + j]);
-    if (e == BA_ENGINE_HYBRID)
-        return ba_hybrid_backward(a, W, B, T, h, J, ldj, g, dh, dJ, st, err);
+    if (in->R < 0)
+        return ba_fail(err, BA_ERR_ARG, "coupling gradient reach R = %d is negative", in->R);
+    ba_engine e = o->id;
+    const ba_approx *a = in->approx;
+    int B = in->B, T = in->T, ldj = in->ldj, R = in->R;
+    const double *h = in->h, *J = in->J, *logw0 = in->logw0;
+    ba_approx_stats *st = in->stats;
     bw_job jb = {method_of(e), ba_approx_mf_settings(a), T, ldj, R, 0, (long)B * T, h, J, g,
                  logw0, {0, 0, NULL}, 0, NULL, NULL};
     jb.nc = dj_chunks(T, jb.rows);
@@ -542,7 +449,8 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
      * the forward returned; it adds every entry j < k, whatever R */
     if (okb && !jb.band.on && ba_approx_gemm_applies(e, T)) {
         free(jb.band.Ab);
-        return ba_approx_gemm_backward_from(e, a, B, T, h, J, ldj, logw0, g, dh, dJ, st, err);
+        return ba_gemm_backward(o, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw0, g, dh, dJ,
+                                st, err);
     }
     jb.grouped = dJ && jb.band.on && R - jb.band.W > BAND_DIRECT;
     jb.acc = dJ ? calloc((size_t)jb.nc * tt, sizeof(double)) : NULL;        // (nc,T,T)
@@ -550,9 +458,9 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
     if (!okb || (dJ && !jb.acc) || (dh && !jb.dhs)) {
         free(jb.acc), free(jb.dhs), free(jb.band.Ab);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's gradient buffers "
-                       "(T = %d)", ba_engine_name(e), T);
+                       "(T = %d)", o->name, T);
     }
-    first_fail ff = {-1, BA_OK, ""};
+    ba_approx_fail ff = {-1, BA_OK, ""};
     ba_approx_stats tot = {0, 0, 0, 0, 0};
     int nomem = 0;
 #pragma omp parallel
@@ -569,15 +477,15 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
             if (ok)
                 chunk_backward(&jb, c, &t, &my, &ff);
 #pragma omp critical(ba_approx_stats)
-        ba_approx_stats_add(&tot, &my);
+        ba_engine_stats_add(&tot, &my);
         bw_ws_free(&t);
     }
     free(jb.band.Ab);
     if (nomem || ff.row >= 0) {
         free(jb.acc), free(jb.dhs);
         return nomem ? ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's workspace "
-                               "(T = %d)", ba_engine_name(e), T)
-                     : report_fail(&ff, e, T, err);
+                               "(T = %d)", o->name, T)
+                     : ba_approx_fail_report(&ff, o->name, T, err);
     }
     if (dh)
         for (long r = 0; r < jb.rows; r++)
@@ -590,6 +498,86 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
                     dJ[(size_t)j * ldj + k] += jb.acc[(size_t)c * tt + (size_t)j * T + k];
     free(jb.acc), free(jb.dhs);
     if (st)
-        ba_approx_stats_add(st, &tot);
+        ba_engine_stats_add(st, &tot);
     return BA_OK;
 }
+
+/* ------------------------------------------------ the engine interface */
+
+static int mf_fwd(const ba_engine_rows *r, double *logw, char *err)
+{
+    return approx_forward(&ba_engine_mf_ops, r, logw, err);
+}
+static int mf_bwd(const ba_engine_rows *r, const double *g, double *dh, double *dJ, char *err)
+{
+    return approx_backward(&ba_engine_mf_ops, r, g, dh, dJ, err);
+}
+static int tap_fwd(const ba_engine_rows *r, double *logw, char *err)
+{
+    return approx_forward(&ba_engine_tap_ops, r, logw, err);
+}
+static int tap_bwd(const ba_engine_rows *r, const double *g, double *dh, double *dJ, char *err)
+{
+    return approx_backward(&ba_engine_tap_ops, r, g, dh, dJ, err);
+}
+static int bp_fwd(const ba_engine_rows *r, double *logw, char *err)
+{
+    return approx_forward(&ba_engine_bp_ops, r, logw, err);
+}
+static int bp_bwd(const ba_engine_rows *r, const double *g, double *dh, double *dJ, char *err)
+{
+    return approx_backward(&ba_engine_bp_ops, r, g, dh, dJ, err);
+}
+
+/* mf, tap and bp run at any T up to BA_MAX_BLOCK; only their iteration
+ * settings can be refused. */
+static int approx_check(const ba_engine_ops *o, const ba_engine_limits *q, char *err)
+{
+    char why[BA_ERR_LEN];
+    if (q->approx && ba_approx_validate(q->approx, why))
+        return ba_fail(err, BA_ERR_ARG, "%s engine: %s", o->name, why);
+    return BA_OK;
+}
+static int mf_check(const ba_engine_limits *q, char *err)
+{
+    return approx_check(&ba_engine_mf_ops, q, err);
+}
+static int tap_check(const ba_engine_limits *q, char *err)
+{
+    return approx_check(&ba_engine_tap_ops, q, err);
+}
+static int bp_check(const ba_engine_limits *q, char *err)
+{
+    return approx_check(&ba_engine_bp_ops, q, err);
+}
+
+const ba_engine_ops ba_engine_mf_ops = {
+    .id = BA_ENGINE_MF,
+    .name = "mf",
+    .summary = "naive mean field: m = tanh(h + A m), iterated; any T",
+    .caps = BA_ENGINE_CAP_APPROX,
+    .max_spins = BA_MAX_BLOCK,
+    .check = mf_check,
+    .forward = mf_fwd,
+    .backward = mf_bwd,
+};
+const ba_engine_ops ba_engine_tap_ops = {
+    .id = BA_ENGINE_TAP,
+    .name = "tap",
+    .summary = "mean field with the TAP (Onsager) correction, iterated; any T",
+    .caps = BA_ENGINE_CAP_APPROX,
+    .max_spins = BA_MAX_BLOCK,
+    .check = tap_check,
+    .forward = tap_fwd,
+    .backward = tap_bwd,
+};
+const ba_engine_ops ba_engine_bp_ops = {
+    .id = BA_ENGINE_BP,
+    .name = "bp",
+    .summary = "loopy belief propagation, iterated; any T",
+    .caps = BA_ENGINE_CAP_APPROX,
+    .max_spins = BA_MAX_BLOCK,
+    .check = bp_check,
+    .forward = bp_fwd,
+    .backward = bp_bwd,
+};

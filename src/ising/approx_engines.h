@@ -1,7 +1,7 @@
 /* The approximate engines' internal declarations (mf, tap, bp per query
- * and banded, the batched entry points, hybrid): part of src/internal.h,
- * which includes it where the engines' types are defined; include
- * internal.h, not this file. */
+ * and banded, the batched entry points, hybrid): part of
+ * src/ising/ising.h, which includes it where the engines' types are
+ * defined; include ising.h, not this file. */
 #ifndef BA_APPROX_H
 #define BA_APPROX_H
 
@@ -232,13 +232,30 @@ int ba_bp_band_backward(const ba_mf_settings *s, int n, int W, const double *Ab,
  * (before any output is written) or a query whose fixed point overflowed;
  * BA_ERR_NOMEM. */
 #define BA_APPROX_LU_MAX_N 48
-/* The block checks every batched approximate path shares: B, T, ldj,
- * J not NULL, every coupling j < k < T and every field a row reads
- * (j <= i) finite; the first bad one named. BA_OK or BA_ERR_ARG/NUMERIC. */
+/* What the batched paths share (src/ising/approx_common.c, which calls
+ * none of them back).
+ * check_block: B, T, ldj, J not NULL, every coupling j < k < T and every
+ * field a row reads (j <= i) finite; the first bad one named. BA_OK or
+ * BA_ERR_ARG/NUMERIC.
+ * check_rows: r's settings (ba_approx_validate), with window the hybrid
+ * window r->W in [1, BA_BAND_MAX_W], then check_block.
+ * check_grad: g (B,T,T) not NULL and finite where a row reads it.
+ * fail: a row's failure kept for the lowest row index (so the message
+ * does not depend on the thread schedule; row -1: none), reported as
+ * "NAME engine, batch element b, query i (i+1 keys): ...". */
 int ba_approx_check_block(int B, int T, const double *h, const double *J, int ldj, char *err);
-/* to += from (fields summed, max_sweeps the larger). */
-void ba_approx_stats_add(ba_approx_stats *to, const ba_approx_stats *from);
+int ba_approx_check_rows(const ba_engine_rows *r, int window, char *err);
+int ba_approx_check_grad(int B, int T, const double *g, char *err);
 ba_mf_settings ba_approx_mf_settings(const ba_approx *a);
+typedef struct {
+    long row;
+    int rc;
+    char err[BA_ERR_LEN];
+} ba_approx_fail;
+void ba_approx_fail_note(ba_approx_fail *f, long row, int rc, const char *err);
+int ba_approx_fail_report(const ba_approx_fail *f, const char *name, int T, char *err);
+/* The by-number entry points (src/ising/solve.c: the engine's interface
+ * from the table; BA_ERR_ARG for an engine that is not approximate). */
 /* W is the hybrid engine's exact window (ignored by mf, tap, bp). st (may
  * be NULL) += this call's counts. */
 int ba_approx_forward(ba_engine e, const ba_approx *a, int W, int B, int T, const double *h,
@@ -276,9 +293,9 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
                             const double *g, double *dh, double *dJ, int R, ba_approx_stats *st,
                             char *err);
 
-/* The hybrid engine (src/ising_hybrid.c), called by ba_approx_forward/
- * backward after their checks, same layouts and policy: exact chain
- * inference inside the window W (the band engine) with fields
+/* The hybrid engine (src/ising/hybrid.c), called by its interface
+ * (ba_engine_hybrid_ops) after the checks, same layouts and policy: exact
+ * chain inference inside the window W (the band engine) with fields
  * h_j + sum_{|k-j| > W} A_jk m_k, iterated to self-consistency; gradients
  * by implicit differentiation, the adjoint iterated through the band
  * engine's backward (derivation in the file). */

@@ -565,14 +565,14 @@ int ba_approx_gemm_applies(ba_engine e, int T)
     return (e == BA_ENGINE_MF || e == BA_ENGINE_TAP) && T >= BA_APPROX_GEMM_MIN_T;
 }
 
-/* The checks of src/ising_approx.c's entry points (before anything is
+/* The checks of the approximate engines' entry points (before anything is
  * written), for mf and tap, and the history depth. */
-static int check_args(ba_engine e, const ba_approx *a, int memory, int B, int T,
+static int check_args(const ba_engine_ops *o, const ba_approx *a, int memory, int B, int T,
                       const double *h, const double *J, int ldj, char *err)
 {
-    if (e != BA_ENGINE_MF && e != BA_ENGINE_TAP)
+    if (o->id != BA_ENGINE_MF && o->id != BA_ENGINE_TAP)
         return ba_fail(err, BA_ERR_ARG, "engine '%s' has no batched GEMM path (mf, tap)",
-                       ba_engine_name(e));
+                       o->name);
     int rc = ba_approx_validate(a, err);
     if (rc)
         return rc;
@@ -612,29 +612,12 @@ static void job_init(job *jb, ba_engine e, const ba_approx *a, int memory, int T
     jb->T = T, jb->ldj = ldj, jb->h = h, jb->J = J;
 }
 
-/* The first failure by row index, so that the message does not depend on
- * the thread schedule. */
-typedef struct {
-    long row; /* -1: none */
-    int rc;
-    char err[BA_ERR_LEN];
-} first_fail;
-
-static void note_fail(first_fail *f, long row, int rc, const char *err)
-{
-#pragma omp critical(ba_approx_gemm_fail)
-    if (f->row < 0 || row < f->row) {
-        f->row = row, f->rc = rc;
-        memcpy(f->err, err, BA_ERR_LEN);
-    }
-}
-
 /* Blocks b0 .. b1-1 over the threads: forward (slots NULL and jb->g NULL)
  * or backward (block b's coupling sum into slots + (b - b0) T^2, or none
  * when slots is NULL). Stats into *tot; 0, or 1 when a workspace could not
  * be allocated. */
 static int run_blocks(const job *jb, int mem, int b0, int b1, double *slots,
-                      ba_approx_stats *tot, first_fail *ff)
+                      ba_approx_stats *tot, ba_approx_fail *ff)
 {
     int nomem = 0;
     size_t TT = (size_t)jb->T * jb->T;
@@ -658,70 +641,60 @@ static int run_blocks(const job *jb, int mem, int b0, int b1, double *slots,
                                             &my, &row, msg)
                            : block_forward(jb, &t, b, &my, &row, msg);
             if (rc)
-                note_fail(ff, row, rc, msg);
+                ba_approx_fail_note(ff, row, rc, msg);
         }
         ba_blas_end(saved);
 #pragma omp critical(ba_approx_gemm_stats)
-        ba_approx_stats_add(tot, &my);
+        ba_engine_stats_add(tot, &my);
         thr_free(&t);
     }
     return nomem;
 }
 
-static int finish(int nomem, const first_fail *ff, ba_engine e, int T, char *err)
+static int finish(int nomem, const ba_approx_fail *ff, const char *name, int T, char *err)
 {
     if (nomem)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's GEMM workspace "
-                       "(T = %d)", ba_engine_name(e), T);
-    long b = ff->row / T, i = ff->row % T;
-    return ba_fail(err, ff->rc, "%s engine, batch element %ld, query %ld (%ld keys): %s",
-                   ba_engine_name(e), b, i, i + 1, ff->err);
+                       "(T = %d)", name, T);
+    return ba_approx_fail_report(ff, name, T, err);
 }
 
-int ba_approx_gemm_forward_m(ba_engine e, const ba_approx *a, int memory, int B, int T,
-                             const double *h, const double *J, int ldj, double *logw,
-                             ba_approx_stats *st, char *err)
+int ba_gemm_forward(const ba_engine_ops *o, const ba_approx *a, int memory, int B, int T,
+                    const double *h, const double *J, int ldj, double *logw, ba_approx_stats *st,
+                    char *err)
 {
-    int rc = check_args(e, a, memory, B, T, h, J, ldj, err);
+    int rc = check_args(o, a, memory, B, T, h, J, ldj, err);
     if (rc)
         return rc;
     if (!logw)
         return ba_fail(err, BA_ERR_ARG, "log-weights output is NULL");
     job jb;
-    job_init(&jb, e, a, memory, T, h, J, ldj);
+    job_init(&jb, o->id, a, memory, T, h, J, ldj);
     double *A = build_sym2(T, J, ldj); // (2,T,T)
     if (!A)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's couplings (T = %d)",
-                       ba_engine_name(e), T);
+                       o->name, T);
     jb.A = A, jb.A2 = A + (size_t)T * T, jb.logw = logw;
-    first_fail ff = {-1, BA_OK, ""};
+    ba_approx_fail ff = {-1, BA_OK, ""};
     ba_approx_stats tot = {0, 0, 0, 0, 0};
     int nomem = run_blocks(&jb, memory, 0, B, NULL, &tot, &ff);
     free(A);
     if (nomem || ff.row >= 0)
-        return finish(nomem, &ff, e, T, err);
+        return finish(nomem, &ff, o->name, T, err);
     if (st)
-        ba_approx_stats_add(st, &tot);
+        ba_engine_stats_add(st, &tot);
     return BA_OK;
 }
 
-static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int T,
-                         const double *h, const double *J, int ldj, const double *lw0,
-                         const double *g, double *dh, double *dJ, ba_approx_stats *st,
-                         char *err)
+int ba_gemm_backward(const ba_engine_ops *o, const ba_approx *a, int memory, int B, int T,
+                     const double *h, const double *J, int ldj, const double *lw0,
+                     const double *g, double *dh, double *dJ, ba_approx_stats *st, char *err)
 {
-    int rc = check_args(e, a, memory, B, T, h, J, ldj, err);
-    if (rc)
+    int rc = check_args(o, a, memory, B, T, h, J, ldj, err);
+    if (rc || (rc = ba_approx_check_grad(B, T, g, err)))
         return rc;
-    if (!g)
-        return ba_fail(err, BA_ERR_ARG, "upstream gradient g is NULL");
-    for (long r = 0; r < (long)B * T; r++)
-        for (int j = 0; j <= (int)(r % T); j++)
-            if (!isfinite(g[(size_t)r * T + j]))
-                return ba_fail(err, BA_ERR_NUMERIC, "upstream gradient g[%ld][%ld][%d] = %g is "
-                               "not finite", r / T, r % T, j, g[(size_t)r * T + j]);
     job jb;
-    job_init(&jb, e, a, memory, T, h, J, ldj);
+    job_init(&jb, o->id, a, memory, T, h, J, ldj);
     jb.g = g, jb.lw0 = lw0;
     size_t TT = (size_t)T * T;
     /* blocks' coupling sums in rounds of at most 2^25 doubles (256 MiB) */
@@ -733,10 +706,10 @@ static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int
     if (!A || (nslot && !slots) || (dh && !jb.dhs)) {
         free(A), free(slots), free(jb.dhs);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the %s engine's gradient buffers "
-                       "(T = %d)", ba_engine_name(e), T);
+                       "(T = %d)", o->name, T);
     }
     jb.A = A, jb.A2 = A + TT;
-    first_fail ff = {-1, BA_OK, ""};
+    ba_approx_fail ff = {-1, BA_OK, ""};
     ba_approx_stats tot = {0, 0, 0, 0, 0};
     int nomem = 0;
     double *acc = dJ ? calloc(TT, sizeof(double)) : NULL; // (T,T): dJ's increment, b order
@@ -763,40 +736,8 @@ static int gemm_backward(ba_engine e, const ba_approx *a, int memory, int B, int
     }
     free(A), free(slots), free(jb.dhs), free(acc);
     if (nomem || ff.row >= 0)
-        return finish(nomem, &ff, e, T, err);
+        return finish(nomem, &ff, o->name, T, err);
     if (st)
-        ba_approx_stats_add(st, &tot);
+        ba_engine_stats_add(st, &tot);
     return BA_OK;
-}
-
-int ba_approx_gemm_backward_m(ba_engine e, const ba_approx *a, int memory, int B, int T,
-                              const double *h, const double *J, int ldj, const double *g,
-                              double *dh, double *dJ, ba_approx_stats *st, char *err)
-{
-    return gemm_backward(e, a, memory, B, T, h, J, ldj, NULL, g, dh, dJ, st, err);
-}
-
-int ba_approx_gemm_backward_from(ba_engine e, const ba_approx *a, int B, int T,
-                                 const double *h, const double *J, int ldj,
-                                 const double *logw0, const double *g, double *dh, double *dJ,
-                                 ba_approx_stats *st, char *err)
-{
-    return gemm_backward(e, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw0, g, dh, dJ, st,
-                         err);
-}
-
-int ba_approx_gemm_forward(ba_engine e, const ba_approx *a, int B, int T, const double *h,
-                           const double *J, int ldj, double *logw, ba_approx_stats *st,
-                           char *err)
-{
-    return ba_approx_gemm_forward_m(e, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, logw, st,
-                                    err);
-}
-
-int ba_approx_gemm_backward(ba_engine e, const ba_approx *a, int B, int T, const double *h,
-                            const double *J, int ldj, const double *g, double *dh, double *dJ,
-                            ba_approx_stats *st, char *err)
-{
-    return ba_approx_gemm_backward_m(e, a, BA_APPROX_GEMM_MEMORY, B, T, h, J, ldj, g, dh, dJ,
-                                     st, err);
 }

@@ -59,6 +59,18 @@ int ba_approx_gemm_backward_from(ba_engine e, const ba_approx *a, int B, int T,
                                  const double *logw0, const double *g, double *dh, double *dJ,
                                  ba_approx_stats *st, char *err);
 
+/* The implementations behind the entry points above (which take an
+ * engine's number and are in src/ising/solve.c, above the engine table):
+ * o is mf's or tap's interface (BA_ERR_ARG naming any other), memory as
+ * below, lw0 as logw0 above (may be NULL). approx.c calls them with its own
+ * engine, so this file needs no lookup by number. */
+int ba_gemm_forward(const ba_engine_ops *o, const ba_approx *a, int memory, int B, int T,
+                    const double *h, const double *J, int ldj, double *logw, ba_approx_stats *st,
+                    char *err);
+int ba_gemm_backward(const ba_engine_ops *o, const ba_approx *a, int memory, int B, int T,
+                     const double *h, const double *J, int ldj, const double *lw0,
+                     const double *g, double *dh, double *dJ, ba_approx_stats *st, char *err);
+
 /* The iteration's knob, for the bench and the tests: memory = Anderson's
  * history depth, 0 for the plain damped (Jacobi) iteration of the per-query
  * path, at most BA_APPROX_GEMM_MAX_MEMORY. The entry points above use

@@ -624,3 +624,52 @@ int ba_band_backward(int W, int B, int T, const double *h, const double *J, int 
     free(Jb);
     return rc;
 }
+
+/* ------------------------------------------------ the engine interface */
+
+static int band_rows_forward(const ba_engine_rows *r, double *logw, char *err)
+{
+    return r->jb ? ba_band_forward_jb(r->W, r->B, r->T, r->h, r->J, logw, err)
+                 : ba_band_forward(r->W, r->B, r->T, r->h, r->J, r->ldj, logw, err);
+}
+
+static int band_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
+                              char *err)
+{
+    return r->jb ? ba_band_backward_jb(r->W, r->B, r->T, r->h, r->J, g, dh, dJ, err)
+                 : ba_band_backward(r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+}
+
+/* Without a band its window is all n - 1 earlier keys, at most
+ * BA_MAX_BAND: hence max_spins. */
+/* A window of W (or, without a band, T - 1) spins, and T * 2^W window
+ * cells per thread. */
+static int band_limits_check(const ba_engine_limits *q, char *err)
+{
+    int T = q->T, W = q->band > 0 ? q->band : T - 1;
+    if (q->band == 0 && T - 1 > BA_MAX_BAND)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d is too large for the band engine without a band: it would carry "
+                       "all T - 1 = %d earlier keys (2^%d window states) and accepts at most %d; "
+                       "set a band W (config 'band', --band W)",
+                       T, T - 1, T - 1, BA_MAX_BAND);
+    int we = W < T - 1 ? W : T - 1;
+    if (we > 0 && ((size_t)T << we) > BA_BAND_MAX_CELLS)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d with band W = %d is too large for the band engine: it keeps "
+                       "T * 2^W = %zu window values per thread, at most %zu (a narrower band or "
+                       "a shorter T)",
+                       T, W, (size_t)T << we, (size_t)BA_BAND_MAX_CELLS);
+    return BA_OK;
+}
+
+const ba_engine_ops ba_engine_band_ops = {
+    .id = BA_ENGINE_BAND,
+    .name = "band",
+    .summary = "exact for couplings of range <= W: a forward-backward pass along the keys, any T",
+    .caps = BA_ENGINE_CAP_EXACT | BA_ENGINE_CAP_BAND,
+    .max_spins = BA_MAX_BAND + 1,
+    .check = band_limits_check,
+    .forward = band_rows_forward,
+    .backward = band_rows_backward,
+};

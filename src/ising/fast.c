@@ -30,6 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* This file's engine (defined at the end; the table in src/ising/engine.c
+ * lists it). */
+extern const ba_engine_ops ba_engine_fast_ops;
+
 /* A query is trusted when its partition sum and every marginal numerator
  * are at least this (double products): values lost to underflow are then
  * below 1e-19 of them. f32 products flush terms below FLT_MIN, at most 2^n
@@ -610,3 +614,58 @@ int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const do
     ba_engine_ctx_free(c);
     return rc;
 }
+
+/* ------------------------------------------------ the engine interface */
+
+static int fast_rows_forward(const ba_engine_rows *r, double *logw, char *err)
+{
+    int rc = ba_engine_check_spins(&ba_engine_fast_ops, r->T, r->J, r->ldj, err);
+    if (rc)
+        return rc;
+    return r->ctx ? ba_engine_forward_fast(r->ctx, r->B, r->T, r->h, r->J, r->ldj, logw, err)
+                  : ba_fast_forward(r->B, r->T, r->h, r->J, r->ldj, logw, NULL, err);
+}
+
+static int fast_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
+                              char *err)
+{
+    int rc = ba_engine_check_spins(&ba_engine_fast_ops, r->T, r->J, r->ldj, err);
+    if (rc)
+        return rc;
+    return r->ctx ? ba_engine_backward_fast(r->ctx, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ,
+                                            err)
+                  : ba_fast_backward(r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+}
+
+/* Past the limit: chosen by auto, the way out is a band; chosen by name,
+ * the cost is its two 2^T kernels. */
+static int fast_check(const ba_engine_limits *q, char *err)
+{
+    int lim = BA_FAST_MAX_SPINS;
+    if (q->T <= lim)
+        return BA_OK;
+    if (q->is_auto)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d is too large for exact %s attention with full-range couplings: the "
+                       "exact engines enumerate 2^T spin states and go to T = %d; couplings of "
+                       "range W (config 'band', --band W) are exact at any T with the band "
+                       "engine",
+                       q->T, q->attn, lim);
+    return ba_fail(err, BA_ERR_LIMIT,
+                   "T = %d is too large for exact %s attention: the fast engine would "
+                   "need %.0f MiB for its two 2^T kernels and accepts T <= %d",
+                   q->T, q->attn, 2.0 * ldexp(1.0, q->T) * sizeof(double) / 1048576.0, lim);
+}
+
+const ba_engine_ops ba_engine_fast_ops = {
+    .id = BA_ENGINE_FAST,
+    .name = "fast",
+    .summary = "exact: splits the 2^n states in two halves with a coupling kernel shared by "
+               "all queries",
+    .caps = BA_ENGINE_CAP_EXACT | BA_ENGINE_CAP_ENUMERATE | BA_ENGINE_CAP_CONTEXT |
+            BA_ENGINE_CAP_F32,
+    .max_spins = BA_FAST_MAX_SPINS,
+    .check = fast_check,
+    .forward = fast_rows_forward,
+    .backward = fast_rows_backward,
+};

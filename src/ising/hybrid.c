@@ -490,7 +490,7 @@ int ba_hybrid_forward(const ba_approx *a, int W, int B, int T, const double *h, 
                 memcpy(logw + (size_t)q * T, lw + (size_t)q * T,
                        (size_t)(q % T + 1) * sizeof(double));
             if (st)
-                ba_approx_stats_add(st, &cnt);
+                ba_engine_stats_add(st, &cnt);
         }
     }
     free(phi), free(m), free(lw);
@@ -594,9 +594,77 @@ int ba_hybrid_backward(const ba_approx *a, int W, int B, int T, const double *h,
         if (rc == BA_OK)
             rc = hyb_gradients(&c, &f, &d, fst, dh, dJ, &cnt, err);
         if (rc == BA_OK && st)
-            ba_approx_stats_add(st, &cnt);
+            ba_engine_stats_add(st, &cnt);
     }
     free(phi), free(m), free(u), free(av), free(fst);
     hyb_free(&c);
     return rc;
 }
+
+/* ------------------------------------------------ the engine interface
+ * The checks of every approximate engine (settings, the window, the
+ * block, then the outputs and the upstream gradient), then the engine. */
+
+static int hybrid_rows_forward(const ba_engine_rows *r, double *logw, char *err)
+{
+    int rc = ba_approx_check_rows(r, 1, err);
+    if (rc)
+        return rc;
+    if (!logw)
+        return ba_fail(err, BA_ERR_ARG, "log-weights output is NULL");
+    return ba_hybrid_forward(r->approx, r->W, r->B, r->T, r->h, r->J, r->ldj, logw, r->stats,
+                             err);
+}
+
+/* r->R is checked but not used: hybrid adds every entry of dJ. */
+static int hybrid_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
+                                char *err)
+{
+    int rc = ba_approx_check_rows(r, 1, err);
+    if (rc || (rc = ba_approx_check_grad(r->B, r->T, g, err)))
+        return rc;
+    if (r->R < 0)
+        return ba_fail(err, BA_ERR_ARG, "coupling gradient reach R = %d is negative", r->R);
+    return ba_hybrid_backward(r->approx, r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ,
+                              r->stats, err);
+}
+
+/* Its iteration settings, and its window: full-range couplings only (a
+ * band leaves nothing beyond the window) and the band engine's limits
+ * with W = the window. */
+static int hybrid_check(const ba_engine_limits *q, char *err)
+{
+    char why[BA_ERR_LEN];
+    if (q->approx && ba_approx_validate(q->approx, why))
+        return ba_fail(err, BA_ERR_ARG, "hybrid engine: %s", why);
+    int T = q->T, W = q->window;
+    if (q->band > 0)
+        return ba_fail(err, BA_ERR_ARG,
+                       "the hybrid engine takes full-range couplings and treats those within "
+                       "its window exactly; a band (W = %d) leaves it nothing beyond the window "
+                       "(use the band engine, or give the hybrid its window with window, "
+                       "--band under --engine hybrid)",
+                       q->band);
+    if (W < 1 || W > BA_MAX_BAND)
+        return ba_fail(err, BA_ERR_ARG, "hybrid window W = %d is outside [1, %d]", W,
+                       BA_MAX_BAND);
+    int we = W < T - 1 ? W : T - 1;
+    if (we > 0 && ((size_t)T << we) > BA_BAND_MAX_CELLS)
+        return ba_fail(err, BA_ERR_LIMIT,
+                       "T = %d with hybrid window W = %d is too large: the band engine keeps "
+                       "T * 2^W = %zu window values per thread, at most %zu",
+                       T, W, (size_t)T << we, (size_t)BA_BAND_MAX_CELLS);
+    return BA_OK;
+}
+
+const ba_engine_ops ba_engine_hybrid_ops = {
+    .id = BA_ENGINE_HYBRID,
+    .name = "hybrid",
+    .summary = "exact inside a window W (the band engine), mean field beyond it, iterated; "
+               "any T",
+    .caps = BA_ENGINE_CAP_APPROX | BA_ENGINE_CAP_WINDOW,
+    .max_spins = BA_MAX_BLOCK,
+    .check = hybrid_check,
+    .forward = hybrid_rows_forward,
+    .backward = hybrid_rows_backward,
+};

@@ -5,11 +5,16 @@
 #define BA_ISING_H
 
 #include "core/core.h"
+#include "ising/engine.h" /* the engine interface and table */
 
 /* ---------------------------------------------------- engine, batched
- * All queries of one attention head. Row q = b*T + i of the (B,T,T) arrays
- * is query i of batch element b; it has n = i+1 spins (keys 0..i), so only
- * entries j <= i are read or written (logw gets -INFINITY above).
+ * All queries of one attention head, by engine number through the engine
+ * table (src/ising/solve.c; any engine of the table, dense couplings, the
+ * default approximate settings, no band or window: for a band or a window
+ * call the engine's interface, ba_engine_ops_of(e)->forward, with them).
+ * Row q = b*T + i of the (B,T,T) arrays is query i of batch element b; it
+ * has n = i+1 spins (keys 0..i), so only entries j <= i are read or
+ * written (logw gets -INFINITY above).
  * h (B,T,T) fields or NULL for h = 0; J (T,ldj) couplings, j < k used.
  * forward: logw (B,T,T) = log P_i(s_j = +1).
  * backward: g (B,T,T) = dL/dm; dh (B,T,T) += Cov(G, s_j) (may be NULL);
@@ -41,7 +46,6 @@ void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const 
  * the same inputs on that context: only the shape (B,T) is checked (a
  * different shape recomputes the forward; different values of the same
  * shape would silently reuse the old kernels). The model guarantees it. */
-typedef struct ba_engine_ctx ba_engine_ctx;
 ba_engine_ctx *ba_engine_ctx_new(void);
 void ba_engine_ctx_free(ba_engine_ctx *c);
 /* Queries of the last forward that the fast engine handed to the reference

@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* This file's engine (defined at the end; the table in src/ising/engine.c
+ * lists it). */
+extern const ba_engine_ops ba_engine_reference_ops;
+
 /* log-weight of state s: sum_j h_j s_j + sum_{j<k} J_jk s_j s_k. */
 static double state_logweight(int n, unsigned long s, const double *h, const double *J, int ldj)
 {
@@ -197,3 +201,34 @@ int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, con
     free(djc);
     return BA_OK;
 }
+
+/* ------------------------------------------------ the engine interface */
+
+static int ref_rows_forward(const ba_engine_rows *r, double *logw, char *err)
+{
+    int rc = ba_engine_check_spins(&ba_engine_reference_ops, r->T, r->J, r->ldj, err);
+    return rc ? rc : ba_ref_forward(r->B, r->T, r->h, r->J, r->ldj, logw, err);
+}
+
+static int ref_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
+                             char *err)
+{
+    int rc = ba_engine_check_spins(&ba_engine_reference_ops, r->T, r->J, r->ldj, err);
+    return rc ? rc : ba_ref_backward(r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+}
+
+static int ref_check(const ba_engine_limits *q, char *err)
+{
+    return ba_engine_check_enumerating(&ba_engine_reference_ops, q, err);
+}
+
+const ba_engine_ops ba_engine_reference_ops = {
+    .id = BA_ENGINE_REFERENCE,
+    .name = "reference",
+    .summary = "enumerates all 2^n spin states of each query (the oracle)",
+    .caps = BA_ENGINE_CAP_EXACT | BA_ENGINE_CAP_ENUMERATE,
+    .max_spins = BA_REFERENCE_MAX_SPINS,
+    .check = ref_check,
+    .forward = ref_rows_forward,
+    .backward = ref_rows_backward,
+};

@@ -236,59 +236,71 @@ static int is_sampled(const ba_attn_shape *s)
 
 static int uses_band_layout(const ba_attn_shape *s)
 {
-    return s->engine == BA_ENGINE_BAND && !is_sampled(s);
+    return (ba_engine_caps(s->engine) & BA_ENGINE_CAP_BAND) && !is_sampled(s);
 }
 
-/* The enumerating engines' context of head hh: the shape's, or for the
- * fast engine without one (a caller of the layer alone) a temporary one
- * in *tmp for the caller to free. Either way the fast engine's products
- * run in this core's precision. */
-static int head_ctx(const ba_attn_shape *s, int hh, ba_engine_ctx **c, ba_engine_ctx **tmp,
-                    char *err)
+/* The context of head hh for an engine that keeps one
+ * (BA_ENGINE_CAP_CONTEXT): the shape's, or without one (a caller of the
+ * layer alone) a temporary one in *tmp for the caller to free. Either way
+ * an engine with float32 products (BA_ENGINE_CAP_F32) runs them in this
+ * core's precision. */
+static int head_ctx(const ba_attn_shape *s, const ba_engine_ops *o, int hh, ba_engine_ctx **c,
+                    ba_engine_ctx **tmp, char *err)
 {
     *c = s->ctx ? s->ctx[hh] : NULL;
     *tmp = NULL;
-    if (!*c && s->engine == BA_ENGINE_FAST && !(*c = *tmp = ba_engine_ctx_new()))
+    if (!*c && !(*c = *tmp = ba_engine_ctx_new()))
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
-    if (*c)
+    if (o->caps & BA_ENGINE_CAP_F32)
         ba_engine_ctx_set_f32(*c, sizeof(AT_REAL) == sizeof(float));
     return BA_OK;
 }
 
-/* The engine of s over B queries' rows: the band engine with its width,
- * the approximate engines with their settings, else the enumerating
- * engines through their contexts. */
+/* The engine of s from the table, and B queries' rows of head hh for it:
+ * the band layout and width for a band engine, the window and settings
+ * otherwise, the head's context for an engine that keeps one (*tmp: a
+ * temporary one to free). lw0 (B,T,T): the forward's log-weights of the
+ * head, or NULL; the approximate engines' re-solves start from them. */
+static int head_rows(const ba_attn_shape *s, int hh, int B, const double *h, const double *Jd,
+                     const double *lw0, const ba_engine_ops **o, ba_engine_rows *r,
+                     ba_engine_ctx **tmp, char *err)
+{
+    *tmp = NULL;
+    if (!(*o = ba_engine_ops_of(s->engine)))
+        return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)s->engine);
+    /* Jd is in the layout copy_couplings wrote: (T,W) for a band engine */
+    int band = ((*o)->caps & BA_ENGINE_CAP_BAND) != 0;
+    ba_engine_rows rr = {B, s->T, h, Jd, s->T, uses_band_layout(s),
+                         band ? band_width(s) : s->window, &s->approx, NULL, lw0,
+                         grad_reach(s), s->astats};
+    *r = rr;
+    return ((*o)->caps & BA_ENGINE_CAP_CONTEXT) ? head_ctx(s, *o, hh, &r->ctx, tmp, err) : BA_OK;
+}
+
+/* The engine of s over B queries' rows, through its interface. */
 static int exact_forward(const ba_attn_shape *s, int hh, int B, const double *h,
                          const double *Jd, double *logw, char *err)
 {
-    if (s->engine == BA_ENGINE_BAND)
-        return ba_band_forward_jb(band_width(s), B, s->T, h, Jd, logw, err);
-    if (ba_engine_is_approx(s->engine))
-        return ba_approx_forward(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T, logw,
-                                 s->astats, err);
-    ba_engine_ctx *c, *tmp;
-    int rc = head_ctx(s, hh, &c, &tmp, err);
+    const ba_engine_ops *o;
+    ba_engine_rows r;
+    ba_engine_ctx *tmp;
+    int rc = head_rows(s, hh, B, h, Jd, NULL, &o, &r, &tmp, err);
     if (rc == BA_OK)
-        rc = ba_engine_forward_ctx(c, s->engine, B, s->T, h, Jd, s->T, logw, err);
+        rc = o->forward(&r, logw, err);
     ba_engine_ctx_free(tmp);
     return rc;
 }
 
-/* lw0 (B,T,T): the forward's log-weights of the head, or NULL; the
- * approximate engines' re-solves start from them. */
 static int exact_backward(const ba_attn_shape *s, int hh, int B, const double *h,
                           const double *Jd, const double *lw0, const double *g, double *dh,
                           double *dJd, char *err)
 {
-    if (s->engine == BA_ENGINE_BAND)
-        return ba_band_backward_jb(band_width(s), B, s->T, h, Jd, g, dh, dJd, err);
-    if (ba_engine_is_approx(s->engine))
-        return ba_approx_backward_from(s->engine, &s->approx, s->window, B, s->T, h, Jd, s->T,
-                                       lw0, g, dh, dJd, grad_reach(s), s->astats, err);
-    ba_engine_ctx *c, *tmp;
-    int rc = head_ctx(s, hh, &c, &tmp, err);
+    const ba_engine_ops *o;
+    ba_engine_rows r;
+    ba_engine_ctx *tmp;
+    int rc = head_rows(s, hh, B, h, Jd, lw0, &o, &r, &tmp, err);
     if (rc == BA_OK)
-        rc = ba_engine_backward_ctx(c, s->engine, B, s->T, h, Jd, s->T, g, dh, dJd, err);
+        rc = o->backward(&r, g, dh, dJd, err);
     ba_engine_ctx_free(tmp);
     return rc;
 }

@@ -58,57 +58,6 @@ int ba_config_distances(const ba_config *c)
     return c->band > 0 ? c->band : c->block_size - 1;
 }
 
-/* The band engine's limits: a window of W (or, without a band, T - 1)
- * spins, and T * 2^W window cells per thread. */
-static int check_band_engine(const ba_config *c, char *err)
-{
-    int T = c->block_size, W = c->band > 0 ? c->band : T - 1;
-    if (c->band == 0 && T - 1 > BA_MAX_BAND)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "T = %d is too large for the band engine without a band: it would carry "
-                       "all T - 1 = %d earlier keys (2^%d window states) and accepts at most %d; "
-                       "set a band W (config 'band', --band W)",
-                       T, T - 1, T - 1, BA_MAX_BAND);
-    int we = W < T - 1 ? W : T - 1;
-    if (we > 0 && ((size_t)T << we) > BA_BAND_MAX_CELLS)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "T = %d with band W = %d is too large for the band engine: it keeps "
-                       "T * 2^W = %zu window values per thread, at most %zu (a narrower band or "
-                       "a shorter T)",
-                       T, W, (size_t)T << we, (size_t)BA_BAND_MAX_CELLS);
-    return BA_OK;
-}
-
-/* The approximate engines: their settings, and hybrid's window (the band
- * engine's limits with W = the window). They run at any T up to
- * BA_MAX_BLOCK. */
-static int check_approx_engine(const ba_config *c, ba_engine e, char *err)
-{
-    char why[BA_ERR_LEN];
-    if (ba_approx_validate(&c->approx, why))
-        return ba_fail(err, BA_ERR_ARG, "%s engine: %s", ba_engine_name(e), why);
-    if (e != BA_ENGINE_HYBRID)
-        return BA_OK;
-    int T = c->block_size, W = c->window;
-    if (c->band > 0)
-        return ba_fail(err, BA_ERR_ARG,
-                       "the hybrid engine takes full-range couplings and treats those within "
-                       "its window exactly; a band (W = %d) leaves it nothing beyond the window "
-                       "(use the band engine, or give the hybrid its window with window, "
-                       "--band under --engine hybrid)",
-                       c->band);
-    if (W < 1 || W > BA_MAX_BAND)
-        return ba_fail(err, BA_ERR_ARG, "hybrid window W = %d is outside [1, %d]", W,
-                       BA_MAX_BAND);
-    int we = W < T - 1 ? W : T - 1;
-    if (we > 0 && ((size_t)T << we) > BA_BAND_MAX_CELLS)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "T = %d with hybrid window W = %d is too large: the band engine keeps "
-                       "T * 2^W = %zu window values per thread, at most %zu",
-                       T, W, (size_t)T << we, (size_t)BA_BAND_MAX_CELLS);
-    return BA_OK;
-}
-
 /* The engine's or the sampler's limit on T for Ising attention. */
 static int check_ising_limit(const ba_config *c, char *err)
 {
@@ -125,31 +74,14 @@ static int check_ising_limit(const ba_config *c, char *err)
                            ba_sampler_name(c->sampler.kind), lim);
         return BA_OK;
     }
+    /* every other limit is the engine's own (src/ising/engine.h) */
     ba_engine e = ba_config_engine(c);
-    if (e == BA_ENGINE_BAND)
-        return check_band_engine(c, err);
-    if (ba_engine_is_approx(e))
-        return check_approx_engine(c, e, err);
-    int lim = ba_engine_max_spins(e);
-    if (c->block_size <= lim)
-        return BA_OK;
-    if (c->engine == BA_ENGINE_AUTO)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "T = %d is too large for exact %s attention with full-range couplings: the "
-                       "exact engines enumerate 2^T spin states and go to T = %d; couplings of "
-                       "range W (config 'band', --band W) are exact at any T with the band "
-                       "engine",
-                       c->block_size, ba_attn_name(c->attn), lim);
-    if (e == BA_ENGINE_FAST)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "T = %d is too large for exact %s attention: the fast engine would "
-                       "need %.0f MiB for its two 2^T kernels and accepts T <= %d",
-                       c->block_size, ba_attn_name(c->attn),
-                       2.0 * ldexp(1.0, c->block_size) * sizeof(double) / 1048576.0, lim);
-    return ba_fail(err, BA_ERR_LIMIT,
-                   "T = %d is too large for exact %s attention: the %s engine enumerates "
-                   "2^T spin states and accepts T <= %d",
-                   c->block_size, ba_attn_name(c->attn), ba_engine_name(e), lim);
+    const ba_engine_ops *o = ba_engine_ops_of(e);
+    if (!o)
+        return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)e);
+    ba_engine_limits q = {c->block_size, c->band, c->window, c->engine == BA_ENGINE_AUTO,
+                          &c->approx, ba_attn_name(c->attn)};
+    return o->check(&q, err);
 }
 
 /* The couplings' form, the band and the field bias. */
@@ -195,9 +127,9 @@ int ba_config_validate(const ba_config *c, char *err)
         return ba_fail(err, BA_ERR_ARG, "config is NULL");
     if ((unsigned)c->attn > BA_ATTN_COUPLING)
         return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)c->attn);
-    if ((unsigned)c->engine > BA_ENGINE_HYBRID)
+    if (c->engine != BA_ENGINE_AUTO && !ba_engine_ops_of(c->engine))
         return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)c->engine);
-    if (c->window != 0 && ba_config_engine(c) != BA_ENGINE_HYBRID)
+    if (c->window != 0 && !(ba_engine_caps(ba_config_engine(c)) & BA_ENGINE_CAP_WINDOW))
         return ba_fail(err, BA_ERR_ARG,
                        "window W = %d belongs to the hybrid engine; the %s engine has none "
                        "(0)",

@@ -64,7 +64,6 @@ struct ba_model {
     ba_engine_ctx **ectx;  /* (L*H) engine state of each attention head */
     ba_sample_ctx **sctx;  /* (L*H) shots of each head's last sampled forward */
     ba_rng srng;           /* the sampler RNG (ba_model_sampler_rng) */
-    long item0;            /* ba_model_set_item0 */
     long n_targets;
     int has_targets;
     ba_approx_stats astats; /* the approximate engines' counts since the last take */
@@ -214,7 +213,6 @@ ba_real *ba_model_adam_v(ba_model *m) { return m->mem + 3 * m->nparams; }
 long ba_model_step_count(const ba_model *m) { return m->step; }
 void ba_model_set_step_count(ba_model *m, long t) { m->step = t; }
 ba_rng *ba_model_sampler_rng(ba_model *m) { return &m->srng; }
-void ba_model_set_item0(ba_model *m, long item0) { m->item0 = item0; }
 long ba_model_num_targets(const ba_model *m) { return m->n_targets; }
 
 int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err)
@@ -240,7 +238,7 @@ int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int w
     ba_config c = m->cfg;
     c.engine = e;
     c.approx = approx ? *approx : ba_approx_default();
-    c.window = e == BA_ENGINE_HYBRID ? window : 0;
+    c.window = (ba_engine_caps(e) & BA_ENGINE_CAP_WINDOW) ? window : 0;
     int rc = ba_config_validate(&c, err);
     if (rc)
         return rc;
@@ -530,8 +528,9 @@ int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *e
     return BA_OK;
 }
 
-/* The attention layers' description of this model for a batch (B,T). */
-static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng)
+/* The attention layers' description of this model for a batch (B,T)
+ * whose first sequence is item0 of the whole batch (ba_attn_shape). */
+static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng, long item0)
 {
     const ba_config *c = &m->cfg;
     ba_attn_shape as;
@@ -541,7 +540,7 @@ static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng)
     as.B = B, as.T = T, as.C = c->n_embd, as.H = c->n_head, as.Tmax = c->block_size;
     as.sampler = &c->sampler;
     as.srng = srng;
-    as.item0 = m->item0;
+    as.item0 = item0;
     as.couplings = c->couplings;
     as.band = c->band;
     as.D = ba_config_distances(c);
@@ -562,6 +561,13 @@ ba_approx_stats ba_model_approx_stats_take(ba_model *m)
 int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, int T,
                      double *loss, char *err)
 {
+    return ba_model_forward_share(m, inputs, targets, B, T, 0, loss, err);
+}
+
+int ba_model_forward_share(ba_model *m, const int *inputs, const int *targets, int B, int T,
+                           long item0, double *loss, char *err)
+{
+    // inputs, targets (B,T)
     const ba_config *c = &m->cfg;
     int rc = ba_inputs_check(c, inputs, B, T, err);
     if (rc)
@@ -583,7 +589,7 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets, int B, 
         for (int k = 0; k < C; k++)
             enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + (c->pos_emb ? pos[(i % T) * C + k] : 0);
 
-    ba_attn_shape as = attn_shape(m, B, T, &m->srng);
+    ba_attn_shape as = attn_shape(m, B, T, &m->srng, item0);
     size_t JL = m->psize[BA_P_J] / (size_t)L; /* one layer's couplings */
     const ba_real *x = enc;
     for (int l = 0; l < L; l++) {
@@ -723,7 +729,7 @@ int ba_model_backward(ba_model *m, char *err)
     ba_layernorm_backward(dx, GRAD(BA_P_LNFW), GRAD(BA_P_LNFB), dln, xlast, PAR(BA_P_LNFW), ACT(A_LNFM),
                           ACT(A_LNFR), (int)N, C);
 
-    ba_attn_shape as = attn_shape(m, B, T, NULL);
+    ba_attn_shape as = attn_shape(m, B, T, NULL, 0); /* the shots are the forward's */
     size_t JL = m->psize[BA_P_J] / (size_t)L; /* one layer's couplings */
     /* dx holds dL/d(residual stream) at the output of layer l on entry and at
      * its input on exit: each residual add passes it through unchanged and

@@ -23,10 +23,22 @@ static inline double ba_field_bias_value(ba_field_bias b, int n)
  * loaded file holding anything else there is BA_ERR_FORMAT (what names the
  * file for the message). */
 int ba_model_check_band(const ba_model *m, const char *what, char *err);
-/* The first sequence of the model's next forwards in a whole batch they
- * are a share of (data-parallel training; 0 otherwise): a sampled model
- * draws a share's shots as one process would (ba_attn_shape.item0). */
-void ba_model_set_item0(ba_model *m, long item0);
+/* ba_model_forward of a share of a whole batch (data-parallel training)
+ * whose first sequence is item0 of the whole: a sampled model draws the
+ * share's shots as one process would for the whole (ba_attn_shape.item0).
+ * inputs, targets (B,T). ba_model_forward is the share at item0 0. */
+int ba_model_forward_share(ba_model *m, const int *inputs, const int *targets, int B, int T,
+                           long item0, double *loss, char *err);
+/* The update of ba_model_step in its parts (src/model/optim.c), as the
+ * trainer's step reads: the gradients' global L2 norm (BA_ERR_NUMERIC, no
+ * *norm, naming the first non-finite tensor from the head back); the clip
+ * factor that scales a gradient of that norm to o->grad_clip (1 when
+ * within it or clipping is off); the AdamW update with the gradients times
+ * clip, which changes nothing when a parameter or moment would leave
+ * ba_real's range (BA_ERR_NUMERIC naming it) and otherwise counts the step. */
+int ba_model_grad_norm(ba_model *m, double *norm, char *err);
+double ba_clip_scale(const ba_adamw *o, double norm);
+int ba_model_adamw_update(ba_model *m, const ba_adamw *o, double lr, double clip, char *err);
 /* The forward's check of a batch's shape and tokens against the model of c
  * (ba_model_forward and ba_batch_check share it). */
 int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *err);

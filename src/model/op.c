@@ -87,7 +87,7 @@ int ba_attn_op_check(const ba_attn_op_desc *o, char *err)
         return ba_fail(err, BA_ERR_ARG, "scale = %g is not finite", o->scale);
     if ((unsigned)o->attn > BA_ATTN_COUPLING)
         return ba_fail(err, BA_ERR_ARG, "attn %d is not a known attention variant", (int)o->attn);
-    if ((unsigned)o->engine > BA_ENGINE_HYBRID)
+    if (o->engine != BA_ENGINE_AUTO && !ba_engine_ops_of(o->engine))
         return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)o->engine);
     if ((unsigned)o->couplings > BA_COUPLINGS_RELATIVE)
         return ba_fail(err, BA_ERR_ARG, "couplings %d is not a known form", (int)o->couplings);

@@ -137,10 +137,12 @@ static int refused_update(const adamw_coef *k, const ba_tensor_info *info, const
                    "update made", info->name);
 }
 
-int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, char *err)
+int ba_model_grad_norm(ba_model *m, double *norm, char *err)
 {
-    ba_real *p = ba_model_params(m), *g = ba_model_grads(m), *mm = ba_model_adam_m(m), *vv = ba_model_adam_v(m);
+    const ba_real *g = ba_model_grads(m); // (P)
     int nt = ba_model_num_tensors(m);
+    /* tensor by tensor, so that a non-finite sum is caught (and named)
+     * before it is added in */
     double ss = 0.0;
     for (int t = 0; t < nt; t++) {
         ba_tensor_info info;
@@ -154,10 +156,20 @@ int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, 
             return nonfinite_grad(m, err);
         ss += ts;
     }
-    double norm = sqrt(ss);
-    if (grad_norm)
-        *grad_norm = norm;
-    double clip = (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
+    *norm = sqrt(ss);
+    return BA_OK;
+}
+
+double ba_clip_scale(const ba_adamw *o, double norm)
+{
+    return (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
+}
+
+int ba_model_adamw_update(ba_model *m, const ba_adamw *o, double lr, double clip, char *err)
+{
+    // params, grads, both moments (P)
+    ba_real *p = ba_model_params(m), *g = ba_model_grads(m), *mm = ba_model_adam_m(m), *vv = ba_model_adam_v(m);
+    int nt = ba_model_num_tensors(m);
     long step = ba_model_step_count(m) + 1;
     double bc1 = 1.0 - pow(o->beta1, (double)step);
     double bc2 = 1.0 - pow(o->beta2, (double)step);
@@ -188,3 +200,14 @@ int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, 
     return BA_OK;
 }
 
+/* The update in one call (the public API): norm, clip, AdamW. */
+int ba_model_step(ba_model *m, const ba_adamw *o, double lr, double *grad_norm, char *err)
+{
+    double norm;
+    int rc = ba_model_grad_norm(m, &norm, err);
+    if (rc)
+        return rc;
+    if (grad_norm)
+        *grad_norm = norm;
+    return ba_model_adamw_update(m, o, lr, ba_clip_scale(o, norm), err);
+}

@@ -50,7 +50,7 @@ static ba_approx_stats stats_from_slots(const double *slots, int size)
     for (int k = 0; k < size; k++) {
         const double *s = slots + (size_t)STAT_SLOTS * k;
         ba_approx_stats one = {(long)s[0], (long)s[1], (int)s[2], (long)s[3], (long)s[4]};
-        ba_approx_stats_add(&all, &one);
+        ba_engine_stats_add(&all, &one);
     }
     return all;
 }

@@ -1,7 +1,10 @@
 /* The trainer: a run's whole state (model, AdamW moments, step, the batch
- * and sampler streams, the settings) and the one training loop every
- * caller drives (ba_trainer_run). The evaluations and the sampler-quality
- * measurement it records are src/evaluate.c's; its files src/runfiles.c's. */
+ * and sampler streams, the settings), its one training step
+ * (ba_trainer_step: the data flow of a step in one place) and the one
+ * training loop every caller drives (ba_trainer_run). The evaluations and
+ * the sampler-quality measurement it records are src/train/evaluate.c's;
+ * its files src/train/runfiles.c's and state.c's; the ranks' reductions
+ * src/train/parallel.c's. */
 #include "train/train.h"
 
 #include <cjson/cJSON.h>
@@ -360,34 +363,55 @@ const char *ba_trainer_data_path(const ba_trainer *t) { return t->data_path; }
 const ba_dataset *ba_trainer_dataset(const ba_trainer *t) { return t->data; }
 void ba_trainer_data_spec(const ba_trainer *t, ba_data_spec *spec) { *spec = t->spec; }
 
+/* One step, top to bottom as llm.c's train_gpt2.c reads: the rate, the
+ * batch, forward (with the loss), zeroed gradients, backward, the ranks'
+ * reduction, the gradient check and clip, the AdamW update, and the step's
+ * statistics; one_step below makes its log record. An error does not stop
+ * the sequence before the reduction, which every rank of a data-parallel
+ * run must reach to fail together. */
 int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, char *err)
 {
     const ba_train_settings *s = &t->s;
-    long step = ba_model_step_count(t->m);
-    double rate = ba_lr_schedule(step, s->steps, s->warmup, s->lr, s->lr * s->min_lr_frac);
-    int T = ba_model_config(t->m)->block_size;
+    ba_model *m = t->m;
+    int T = ba_model_config(m)->block_size;
     double l = NAN, gn = NAN;
-    /* every replica draws the whole batch (the stream stays one) and
-     * takes its share */
-    ba_dataset_train_batch(t->data, &t->data_rng, s->batch, t->in, t->tg);
-    int R = parallel(t) ? t->red.size : 1, Bs = s->batch / R;
-    size_t off = (size_t)(parallel(t) ? t->red.rank : 0) * Bs * T;
-    ba_model_set_item0(t->m, (long)(off / T));
     char why[BA_ERR_LEN] = "";
-    int rc = ba_model_forward(t->m, t->in + off, t->tg + off, Bs, T, &l, why);
-    ba_model_set_item0(t->m, 0);
-    if (rc == BA_OK) {
-        ba_model_zero_grad(t->m);
-        rc = ba_model_backward(t->m, why);
-    }
-    ba_approx_stats st = ba_model_approx_stats_take(t->m);
+    /* the learning rate: linear warmup, then cosine decay to min_lr_frac */
+    double rate = ba_lr_schedule(ba_model_step_count(m), s->steps, s->warmup, s->lr,
+                                 s->lr * s->min_lr_frac);
+    /* the batch: every replica draws the whole batch (the stream stays one)
+     * and takes its share, sequences b0 .. b0 + bs - 1 */
+    ba_dataset_train_batch(t->data, &t->data_rng, s->batch, t->in, t->tg);
+    int bs = s->batch / (parallel(t) ? t->red.size : 1);
+    long b0 = (long)(parallel(t) ? t->red.rank : 0) * bs;
+    const int *in = t->in + (size_t)b0 * T, *tg = t->tg + (size_t)b0 * T; // (bs,T)
+    /* forward: the activations and the mean loss over the share's targets */
+    int rc = ba_model_forward_share(m, in, tg, bs, T, b0, &l, why);
+    /* zero the gradients the backward accumulates into: after the forward,
+     * as llm.c does, where it measures a few per cent faster than before it
+     * (the gradients are fresh in cache for the backward) */
+    ba_model_zero_grad(m);
+    /* backward: d(loss)/d(params) into the gradients */
+    if (rc == BA_OK)
+        rc = ba_model_backward(m, why);
+    /* the approximate engines' counts of this forward and backward */
+    ba_approx_stats st = ba_model_approx_stats_take(m);
+    /* data parallel: every rank's gradients, loss and counts summed into
+     * the whole batch's (a failed rank fails them all) */
     if (parallel(t))
-        rc = ba_par_grads(&t->red, t->m, t->rbuf, rc, why, &l, &st, err);
+        rc = ba_par_grads(&t->red, m, t->rbuf, rc, why, &l, &st, err);
     else if (rc)
         ba_fail(err, rc, "%s", why);
+    /* gradient check: the global norm, refused when not finite */
     if (rc == BA_OK)
-        rc = ba_model_step(t->m, &s->opt, rate, &gn, err);
-    ba_approx_stats_add(&t->approx, &st);
+        rc = ba_model_grad_norm(m, &gn, err);
+    /* the AdamW update of the gradients clipped to norm grad_clip; refused
+     * (nothing changed) when a value would leave ba_real's range */
+    if (rc == BA_OK)
+        rc = ba_model_adamw_update(m, &s->opt, rate, ba_clip_scale(&s->opt, gn), err);
+    /* the step's statistics: the engines' counts, until the next train
+     * record takes them */
+    ba_engine_stats_add(&t->approx, &st);
     if (loss)
         *loss = l;
     if (lr)
@@ -572,7 +596,7 @@ static int periodic_eval(run_ctx *c, long done, char *err)
     char why[BA_ERR_LEN];
     /* the evaluation's own counts, apart from the training steps' */
     ba_approx_stats st = ba_model_approx_stats_take(c->t->m);
-    ba_approx_stats_add(&c->t->approx, &st);
+    ba_engine_stats_add(&c->t->approx, &st);
     int rc = ba_trainer_evaluate(c->t, c->t->s.eval_items, &r.eval, why);
     if (rc)
         return ba_fail(err, rc, "evaluation at step %ld: %s", done, why);

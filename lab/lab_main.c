@@ -1,0 +1,102 @@
+/* boltzattn-lab: the experiment layer beside the user's tool. The presets'
+ * plan (lab/presets.json, run by lab/reproduce.sh), the summaries with
+ * the paper's reference numbers, the reports (docs/results.md, a preset's
+ * report.md, the samplers section of docs/samplers.md), the simulated
+ * quantum annealer's calibration, the approximate engines' accuracy study
+ * and document, and a grid's runs evaluated with other engines. Training
+ * and a grid's own summary and figures are boltzattn's (cli/main.c). Only
+ * the program prints and picks exit codes: 0 ok, 1 runtime failure, 2 bad
+ * usage or bad input. */
+#include "presets.h"
+
+#include <string.h>
+
+static opt summary_opts[] = {
+    {"presets", "FILE", "$BA_PRESETS, else the source tree's lab/presets.json",
+     "the presets file (its paper numbers)", 0, 0},
+    {0, 0, 0, 0, 0, 0},
+};
+static const command summary_cmd = {
+    "summary",
+    "GRID [--presets FILE]\n\n"
+    "Rewrites the summary of the grid in GRID (results.csv, results.json, effects.csv,\n"
+    "summary.md: the files `boltzattn ablate` writes) with the paper's numbers of the\n"
+    "presets file in their 'paper' column. Trains nothing.",
+    summary_opts};
+
+int cmd_summary(int argc, char **argv)
+{
+    const command *c = &summary_cmd;
+    const char *dir = NULL;
+    int rc = parse_args(c, argc, argv, &dir, 1, NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!dir || !*dir)
+        return usage_error(c, "the grid directory GRID is required");
+    lab_presets ps;
+    if ((rc = lab_presets_load(c, is_set(c, "presets") ? get_str(c, "presets") : NULL, &ps)))
+        return rc;
+    lab_grid g;
+    lab_runs rs = {0};
+    lab_cells cs = {0};
+    if (!(rc = lab_grid_read(c, dir, &g)) && !(rc = lab_runs_scan(c, dir, &rs)) &&
+        !(rc = lab_cells_match(c, &g, &rs, &cs))) {
+        cs.refs = &ps.refs;
+        rc = lab_write_outputs(c, dir, &cs);
+    }
+    lab_cells_free(&cs);
+    lab_runs_free(&rs);
+    lab_presets_free(&ps);
+    return rc;
+}
+
+static void print_main_help(void)
+{
+    printf("boltzattn-lab %s: the experiment layer of boltzattn (presets, reports, "
+           "calibration).\n\n"
+           "usage: %s COMMAND [options]\n\n"
+           "commands:\n"
+           "  plan     the plan of a preset (lab/presets.json) that lab/reproduce.sh runs\n"
+           "  summary  a grid's summary with the paper's numbers beside its effects\n"
+           "  report   the results report of reproduced grids (Markdown, generated)\n"
+           "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
+           "  approx   accuracy of the approximate engines (mf, tap, bp, hybrid) against exact\n"
+           "  eval-engines  a grid's Ising runs evaluated with other engines\n"
+           "  version  print the version\n\n"
+           "'%s COMMAND --help' lists a command's options and their defaults. Training,\n"
+           "grids (ablate), plots and couplings: boltzattn.\n",
+           BA_VERSION, prog, prog);
+}
+
+int main(int argc, char **argv)
+{
+    prog = "boltzattn-lab";
+    if (argc < 2) {
+        print_main_help();
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        print_main_help();
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("boltzattn-lab %s\n", BA_VERSION);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"plan", cmd_plan},  {"summary", cmd_summary}, {"report", cmd_report},
+                {"dqa", cmd_dqa},    {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(cmd, cmds[i].name) == 0) {
+            /* under mpirun every lab command refuses (none shares work) */
+            int code = mpi_start(&argc, &argv, cmd);
+            if (code == 0)
+                code = cmds[i].fn(argc - 2, argv + 2);
+            return mpi_finish(code);
+        }
+    fprintf(stderr, "%s: unknown command '%s' (try '%s --help')\n", prog, cmd, prog);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,59 @@
+/* The experiment layer's data file, lab/presets.json: every preset's plan
+ * (its grids, their order and chains, what follows them, its report's
+ * grids) and the paper's reference numbers. Read and checked whole at the
+ * boundary (presets.c) by `boltzattn-lab plan` (plan.c) and `report`;
+ * lab/reproduce.sh runs what plan prints. */
+#ifndef BA_LAB_PRESETS_H
+#define BA_LAB_PRESETS_H
+
+#include "lab.h"
+
+#include <cjson/cJSON.h>
+
+/* A list of names held by the document (the strings are its). */
+typedef struct {
+    const char **v;
+    size_t n;
+} lab_names;
+
+/* A headline row of the full report: the sections of a grid's summary at
+ * (T, FFN). */
+typedef struct {
+    const char *grid;
+    int T, ffn;
+} lab_headline;
+
+/* A preset's report: which sections it has ("plain", "full", "long",
+ * "converged") and which of its grids answer which question. Absent
+ * lists are empty. */
+typedef struct {
+    const char *sections;
+    lab_headline *rows;
+    size_t nrows;
+    lab_names paper_grids, budget_grids, ladder_grids, width_grids, grids;
+    const char *couplings_grid, *saturation_grid; /* NULL: none */
+} lab_report_plan;
+
+typedef struct {
+    cJSON *doc;
+    char path[PATH_LEN];
+    lab_refs refs; /* the paper's numbers (summary and report columns) */
+} lab_presets;
+
+/* Reads and checks the data file: path, else $BA_PRESETS, else the source
+ * tree's lab/presets.json. A missing, damaged or inconsistent file is
+ * refused naming the file and the bad key (exit 2). 0 or an exit code
+ * after printing. */
+int lab_presets_load(const command *c, const char *path, lab_presets *p);
+void lab_presets_free(lab_presets *p);
+/* The preset named name, or NULL. */
+const cJSON *lab_preset(const lab_presets *p, const char *name);
+/* The presets' names joined by '|' into buf. */
+void lab_preset_names(const lab_presets *p, int with_report, char *buf, size_t n);
+/* The preset's report plan: 1 when it has a report, 0 when not (the
+ * approx preset: docs/approximate.md is its document), -1 out of memory.
+ * Free with lab_report_plan_free. */
+int lab_report_plan_get(const cJSON *preset, lab_report_plan *r);
+void lab_report_plan_free(lab_report_plan *r);
+
+#endif
