@@ -33,7 +33,7 @@
  * Exit status: 0 ok, 1 a library error (the rest still runs), 2 bad
  * arguments. */
 #include "boltzattn.h"
-#include "model/model.h"
+#include "model/model.h" /* the engines and the attention core, timed directly */
 #include "opts.h"
 
 #include <limits.h>

@@ -1,5 +1,5 @@
 /* bench_approx_gemm: the mf and tap engines' batched GEMM path
- * (src/ising_approx_gemm.c) against their per-query path
+ * (src/ising/approx_gemm.c) against their per-query path
  * (ba_approx_forward/backward), on the Ising solve alone: one (B,T,T) block
  * of attention rows, fields h ~ N(0, --h-std^2), dL/dm ~ N(0,1), couplings
  * of the paper-like pattern by distance at strength --a: J(1) = a/2,
@@ -19,7 +19,7 @@
  * arguments. */
 #include "ising/approx_gemm.h"
 #include "boltzattn.h"
-#include "model/model.h"
+#include "ising/ising.h" /* the engines behind the table, timed directly */
 #include "opts.h"
 
 #include <limits.h>

@@ -24,7 +24,7 @@
  *
  * Exit status: 0 ok, 1 library error, 2 bad arguments. */
 #include "boltzattn.h"
-#include "model/model.h"
+#include "model/model.h" /* the engines and the attention core, timed directly */
 #include "opts.h"
 
 #include <cblas.h>

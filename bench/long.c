@@ -32,7 +32,7 @@
  * Exit status: 0 ok, 1 library error, 2 bad arguments or unreadable data. */
 #include "boltzattn.h"
 #include "long/long.h"
-#include "model/model.h"
+#include "model/model.h" /* the attention core and the band engine, timed directly */
 #include "opts.h"
 
 #include <limits.h>

@@ -34,7 +34,7 @@
  *
  * Exit status: 0 ok, 1 library error, 2 bad arguments. */
 #include "boltzattn.h"
-#include "model/model.h"
+#include "ising/ising.h" /* the samplers' kernels, timed directly */
 #include "opts.h"
 
 #include <math.h>
@@ -43,7 +43,7 @@
 #include <string.h>
 
 
-/* the library's vector versions of the hot loops (src/samplers.c) */
+/* the library's vector versions of the hot loops (src/ising/samplers.c) */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define WHT_CLONES __attribute__((target_clones("avx2", "default")))
@@ -137,7 +137,7 @@ static void k_stream(void *c)
 
 /* ------------------------------------------- Walsh-Hadamard comparison */
 
-/* the library's block sizes (src/samplers.c) */
+/* the library's block sizes (src/ising/samplers.c) */
 #define WHT_LO 11
 #define WHT_CB 5
 

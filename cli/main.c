@@ -1,6 +1,6 @@
 /* boltzattn: the command-line tool. Train, evaluate, sample and inspect
  * Boltzmann-attention models (cli/), and train, summarise and plot a grid
- * of them (lab/ablate.c, plot.c, couplings.c); the experiment layer is
+ * of them (grid/ablate.c, plot.c, couplings.c); the experiment layer is
  * boltzattn-lab (lab/lab_main.c). Only the tool prints and picks exit
  * codes: 0 ok, 1 runtime failure, 2 bad usage or bad input. */
 #include "cli.h"

@@ -1,7 +1,7 @@
 /* The tool under MPI (`mpirun -np N boltzattn train|ablate ...`): one
  * process per rank. The library has no MPI in it; this file gives it a
  * ba_reducer over MPI and keeps the job's ranks in step at the edges of a
- * command (docs/design.md, "Data-parallel training").
+ * command (docs/internals.md, "Data-parallel training").
  *
  * - MPI starts only when a launcher started this process (its
  *   environment says so): a plain `boltzattn` never loads MPI's runtime.

@@ -269,7 +269,7 @@ int get_int_list(const command *c, const char *name, int lo, int hi, int *out, i
  *
  * The count is chosen before the first parallel region. The library
  * computes the same results on any number of threads (its products are
- * split in blocks that do not depend on the count, src/internal.h), so the
+ * split in blocks that do not depend on the count, src/core/core.h), so the
  * choice changes the speed only; it is printed (a line below, and train's
  * header) and recorded (the runs' "threads") all the same. A load that
  * starts later is seen only by retune_threads, where a caller calls it

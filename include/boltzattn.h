@@ -457,7 +457,7 @@ int ba_ising_solve(ba_engine e, int W, const ba_approx *approx, int n, const dou
 /* ------------------------------------------------- sampled attention
  * boltzmann and coupling attention may estimate their Ising marginals from
  * the shots of a sampler instead of computing them exactly (spec sections 3
- * and 7; docs/design.md, "Sampled attention"). For each query with n = i+1
+ * and 7; docs/internals.md, "Sampled attention"). For each query with n = i+1
  * visible keys the model draws S = sampler.shots states with ba_sample and
  * uses
  *     w_ij = (c_ij + 1/2) / (S + 1),  c_ij = #shots with s_j = +1,

@@ -7,7 +7,7 @@
 #ifndef BA_LAB_APPROX_H
 #define BA_LAB_APPROX_H
 
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 

@@ -1,7 +1,7 @@
 /* boltzattn-lab dqa --compare-samplers S: the sampler-quality table (every
  * sampler at its defaults against the exact distribution on random
  * instances); the rest of the dqa command is lab/dqa_calibrate.c. */
-#include "lab.h"
+#include "grid.h"
 
 #include <stdlib.h>
 #include <string.h>

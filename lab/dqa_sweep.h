@@ -3,7 +3,7 @@
 #ifndef BA_LAB_DQA_SWEEP_H
 #define BA_LAB_DQA_SWEEP_H
 
-#include "lab.h"
+#include "grid.h"
 
 #define MAX_LIST 32
 

@@ -29,7 +29,7 @@
  * with a note) is grid_eval.c's, shared with ablate --extrapolate. Whether the
  * model can run on an engine is judged by the library on the run's
  * config, so a clone without checkpoints records the same refusals. */
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>

@@ -6,7 +6,7 @@
 #ifndef BA_LAB_PRESETS_H
 #define BA_LAB_PRESETS_H
 
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 

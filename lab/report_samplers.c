@@ -303,12 +303,12 @@ static int section(const command *c, const char *out, const char *doc, const rep
     if (rep_machines(gs, f))
         return 1;
     fputc('\n', f);
-    fprintf(f, "The gradient of a sampled run is the estimator of docs/design.md (\"Sampled "
+    fprintf(f, "The gradient of a sampled run is the estimator of docs/internals.md (\"Sampled "
                "attention\") with `beta_assumed` = 1: it treats the shots as if they came from the "
                "β = 1 distribution, whatever the sampler's real temperature. Sample quality is "
                "measured at every evaluation on the Ising systems the model meets (the last "
                "query of the first evaluation items, layer 0, head 0; `quality` records of "
-               "metrics.jsonl, docs/design.md).\n\nSettings of the runs (from their config "
+               "metrics.jsonl, docs/internals.md).\n\nSettings of the runs (from their config "
                "records):\n\n");
     int code = 0;
     for (int i = 0; i < gs->n && !code; i++) {

@@ -5,13 +5,13 @@ usage: layout.py SOURCE_DIR BUILD_DIR [BOLTZATTN]
 
 Fails (exit 1, one line per finding) when:
   - a file of src/LAYER includes a private header of a layer above its own
-    (core <- ising <- model <- train), or cli/, lab/, bench/, examples/
-    include more than design.md allows them;
+    (core <- ising <- model <- train), or cli/, grid/, lab/ include more
+    than design.md allows them;
   - the compiled objects show a call from a lower layer into a higher one,
     or a circle of calls between files (strongly connected components of
     the file graph built from `nm`: file A -> B when A uses a symbol that B
     alone defines);
-  - a C file of src/, cli/, lab/ or bench/ is over 800 lines, or one of its
+  - a C file of src/, cli/, grid/, lab/ or bench/ is over 800 lines, or one of its
     functions is over 150 lines;
   - two headers anywhere in the tree share a file name;
   - docs/design.md does not name every folder of src/ in its layer map or
@@ -50,7 +50,7 @@ def layer_of(relpath):
 
 def check_includes(root, findings):
     """src/LAYER may include "L/..." for L at or below LAYER; nothing else
-    private. cli/ and lab/ reach the library through the public headers and
+    private. cli/, grid/ and lab/ reach the library through the public headers and
     at most the layer headers below (src/model/model.h, src/train/train.h:
     named in design.md); bench/ and tests/ may include any layer header."""
     inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -74,7 +74,7 @@ def check_includes(root, findings):
             elif LAYERS.index(top) > LAYERS.index(me):
                 findings.append("%s:%d: the %s layer includes \"%s\" of the %s layer above it"
                                 % (r, n, me, target, top))
-    allowed = {"cli": {"model/model.h", "train/train.h"}, "lab": {"model/model.h", "train/train.h"}}
+    allowed = {top: {"model/model.h", "train/train.h"} for top in ("cli", "grid", "lab")}
     for top, ok in allowed.items():
         for path in walk(root, top, (".c", ".h")):
             for n, line in enumerate(open(path, encoding="utf-8"), 1):
@@ -97,7 +97,7 @@ def objects(build):
             if len(sub) != 2:
                 continue
             src = sub[1][:-2]  # strip ".o"
-            if src.split("/")[0] in ("src", "cli", "lab") and src not in out:
+            if src.split("/")[0] in ("src", "cli", "grid", "lab") and src not in out:
                 out[src] = full
     return out
 
@@ -177,12 +177,14 @@ def check_graph(build, findings):
                 findings.append("%s calls into %s: the %s layer reaches up to %s" % (a, b, la, lb))
             if a.startswith("src/") and not b.startswith("src/"):
                 findings.append("%s calls into %s: the library reaches the programs" % (a, b))
+            if a.split("/")[0] in ("cli", "grid") and b.startswith("lab/"):
+                findings.append("%s calls into %s: the user program reaches the lab" % (a, b))
     for comp in circles(graph):
         findings.append("circle of calls between files: " + " <-> ".join(comp))
 
 
 def check_sizes(root, findings):
-    for top in ("src", "cli", "lab", "bench"):
+    for top in ("src", "cli", "grid", "lab", "bench"):
         for path in walk(root, top, (".c", ".h")):
             r = rel(root, path)
             lines = open(path, encoding="utf-8").read().split("\n")
@@ -203,7 +205,7 @@ def check_sizes(root, findings):
 
 def check_header_names(root, findings):
     seen = {}
-    for top in ("include", "src", "cli", "lab", "bench", "tests", "examples", "python"):
+    for top in ("include", "src", "cli", "grid", "lab", "bench", "tests", "examples", "python"):
         for path in walk(root, top, (".h",)):
             seen.setdefault(os.path.basename(path), []).append(rel(root, path))
     for name, paths in sorted(seen.items()):

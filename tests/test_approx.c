@@ -1,4 +1,4 @@
-/* Tests of the approximate engines' batched entry points (src/ising_approx.c):
+/* Tests of the approximate engines' batched entry points (src/ising/approx.c):
  * ba_approx_forward / ba_approx_backward for mf, tap and bp over a
  * (B,T,T) block of attention rows, and their argument checks (hybrid's
  * kernels have tests/test_hybrid.c; the per-row fixed points
@@ -207,7 +207,7 @@ static void test_warm_start(void **state)
     }
 }
 
-/* The policy on non-convergence (src/internal.h). */
+/* The policy on non-convergence (src/ising/ising.h). */
 static void test_unconverged_rows(void **state)
 {
     (void)state;

@@ -1,5 +1,5 @@
-/* Tests of the approximate engines' banded path (src/ising_mf_band.c, the
- * banded bp of src/ising_bp.c, and its use by src/ising_approx.c) against
+/* Tests of the approximate engines' banded path (src/ising/mf_band.c, the
+ * banded bp of src/ising/bp.c, and its use by src/ising/approx.c) against
  * the dense kernels, its reference twins.
  *
  * Instances: couplings of range W = 1, 2, 4, 8 (every entry within the

@@ -1,10 +1,10 @@
-/* Tests of the mf and tap engines' batched GEMM path (src/ising_approx_gemm.c,
- * src/approx_gemm.h): ba_approx_gemm_forward / backward over a (B,T,T)
+/* Tests of the mf and tap engines' batched GEMM path (src/ising/approx_gemm.c,
+ * src/ising/approx_gemm.h): ba_approx_gemm_forward / backward over a (B,T,T)
  * block at T = 64 and 100.
  *
  * Expected values:
  *   twin      the per-query path, written here from ba_mf_forward (with the
- *             retry policy of src/internal.h) and ba_mf_backward (LU: the
+ *             retry policy of src/ising/ising.h) and ba_mf_backward (LU: the
  *             exact adjoint), both at tol 1e-10 (the twin does not go
  *             through ba_approx_forward, which may dispatch here): logw
  *             within 1e-7 absolute, dh and dJ within 1e-6 of their largest

@@ -1,4 +1,4 @@
-/* Tests of the band engine (src/ising_band.c, src/ising_band_lin.c; spec
+/* Tests of the band engine (src/ising/band.c, src/ising/band_lin.c; spec
  * section 8, "Exact chain inference for range W"): ba_band_forward and
  * ba_band_backward (dense couplings), their band-layout twins
  * ba_band_forward_jb and ba_band_backward_jb, and the two paths behind them

@@ -1,5 +1,5 @@
-/* Tests of the fast exact engine (spec section 4, src/ising_fast.c) against
- * the reference enumeration (src/ising.c), which is the oracle, and against
+/* Tests of the fast exact engine (spec section 4, src/ising/fast.c) against
+ * the reference enumeration (src/ising/ref.c), which is the oracle, and against
  * an exact quad-precision covariance written here (truth_backward).
  *
  * Every instance draws its inputs from its own seed, printed on failure, so

@@ -1,5 +1,5 @@
 /* The fast engine with float32 products (the float model's setting,
- * ba_engine_ctx_set_f32; src/ising_fast.h) against the reference
+ * ba_engine_ctx_set_f32; src/ising/fast.h) against the reference
  * enumeration in double, its slow twin, for batches of T = 4..20 queries'
  * rows (every n = 1..T):
  *   random       h ~ N(0, s^2) with s = 1 and 4, J ~ N(0, 0.5^2);

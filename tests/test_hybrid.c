@@ -1,4 +1,4 @@
-/* Tests of the hybrid engine (src/ising_hybrid.c; spec section 8,
+/* Tests of the hybrid engine (src/ising/hybrid.c; spec section 8,
  * "Mean-field family": hybrid, "Implicit gradients"): ba_hybrid_forward
  * and ba_hybrid_backward, exact chain inside the window W, mean field
  * beyond it.

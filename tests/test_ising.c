@@ -2,7 +2,7 @@
  * ba_ising_backward and the batched ba_engine_forward/ba_engine_backward.
  *
  * Every expected value comes from code written here, independently of
- * src/ising.c: closed forms (J = 0, two spins), a plain brute force over all
+ * src/ising/ref.c: closed forms (J = 0, two spins), a plain brute force over all
  * 2^n states in long double with its own log-sum-exp, brute-force
  * covariances, and central finite differences of the engine's own forward.
  * The engine works in double whatever ba_real is, so this file is built

@@ -1,5 +1,5 @@
-/* Tests of the approximate engines per query (src/ising_mf.c,
- * src/ising_bp.c; spec section 8, "Mean-field family", "Implicit
+/* Tests of the approximate engines per query (src/ising/mf.c,
+ * src/ising/bp.c; spec section 8, "Mean-field family", "Implicit
  * gradients"): ba_mf_forward / ba_mf_backward for mf, tap and bp.
  *
  * Expected values come from the closed form at J = 0, the exact engine

@@ -126,7 +126,7 @@ static void unpack(const ba_attn_op_desc *o, const double *qkv, double *x, int w
                         qkv[((size_t)b * o->T + t) * w + (size_t)which * C + (size_t)h * o->d + c];
 }
 
-/* The model's description of the same attention (src/model.c, attn_shape). */
+/* The model's description of the same attention (src/model/model.c, attn_shape). */
 static ba_attn_shape model_shape(const ba_attn_op_desc *o)
 {
     ba_attn_shape s;

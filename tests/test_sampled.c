@@ -1,4 +1,4 @@
-/* Tests of sampled attention (src/sampled.c and its use by the layers and
+/* Tests of sampled attention (src/ising/sampled.c and its use by the layers and
  * the model), developed against the `direct` sampler, whose shots come from
  * the exact Boltzmann distribution, so every deviation from the exact
  * engine is shot noise or the documented estimator:

@@ -1,4 +1,4 @@
-/* Tests of the samplers (spec section 7, src/samplers.c).
+/* Tests of the samplers (spec section 7, src/ising/samplers.c).
  *
  * References written here, independently of the library:
  *   - energies by brute force over the spins of each state;

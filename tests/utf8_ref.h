@@ -1,4 +1,4 @@
-/* Reference twin of the library's text check (src/tasks.c check_utf8), for
+/* Reference twin of the library's text check (src/train/tasks.c check_utf8), for
  * the unit tests and the fuzz target: RFC 3629's grammar of well-formed
  * UTF-8 transcribed byte range by byte range, without decoding anything.
  *

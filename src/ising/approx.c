@@ -38,7 +38,7 @@
  * 1) is built once per call and read by every thread.
  *
  * The couplings' gradient of a banded head is not banded: beyond the
- * reach, dL/dJ_jk = zo_j m_k + zo_k m_j per row (src/internal.h), and the
+ * reach, dL/dJ_jk = zo_j m_k + zo_k m_j per row (src/ising/ising.h), and the
  * attention layer reads the entries up to its model's band (or every
  * entry without one; scatter_coupling_grads, src/attention_core.h), which
  * may be wider than the reach found in the values (couplings initialised
@@ -81,7 +81,7 @@ static ba_mf_method method_of(ba_engine e)
 #define FAR_BLOCK 64
 
 /* A call's band: on (the banded kernels run), the reach W, Ab (T, 2W + 1)
- * (src/internal.h's band layout), shared read-only by the threads. */
+ * (src/ising/ising.h's band layout), shared read-only by the threads. */
 typedef struct {
     int on, W;
     double *Ab;

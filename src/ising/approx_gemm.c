@@ -48,7 +48,7 @@
  * (memory 0, plain Jacobi: max_iter). A row it has not solved (or not
  * finite) goes to the per-query kernel's sequential sweeps, undamped, then
  * their retry at damping / 4 and 4 x max_iter (seq_forward; why:
- * docs/design.md, "Long full-range blocks"); counted in retried (once), its
+ * docs/internals.md, "Long full-range blocks"); counted in retried (once), its
  * sweeps added to the row's, and in unconverged if they did not converge
  * either; a row they solved is a converged row from then on.
  *

@@ -52,7 +52,7 @@ int ba_approx_gemm_backward(ba_engine e, const ba_approx *a, int B, int T, const
  * re-solve starts at its fields (m = 2 w - 1, phi = atanh m, clamped to
  * |phi| <= 20) instead of h, so it converges in a few sweeps; not bit for
  * bit the forward's point, but a fixed point to the same tolerance (see
- * ba_approx_backward_from, src/internal.h). A row with a NaN start, or
+ * ba_approx_backward_from, src/ising/ising.h). A row with a NaN start, or
  * one the warm iteration does not converge, goes cold as before. */
 int ba_approx_gemm_backward_from(ba_engine e, const ba_approx *a, int B, int T,
                                  const double *h, const double *J, int ldj,

@@ -295,7 +295,7 @@ int ba_bp_backward(const ba_mf_settings *s, int n, const double *J, int ldj,
  * dL/dJ_jk = q_kj w_kj + q_jk w_jk with q = d phi / d a at a = 0 =
  * tanh(cavity field) = m (the messages into a zero pair are 0):
  * m_k z_j + m_j z_k, bit for bit the dense value, and the vector z goes
- * out as zo (src/internal.h). */
+ * out as zo (src/ising/ising.h). */
 
 /* H (n) = h + each spin's incoming messages in ascending sender order. */
 static void bp_band_fields(int n, int W, const double *h, const double *ub, double *H)

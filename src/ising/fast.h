@@ -11,7 +11,7 @@
  *           multiplied with are stored in float, each product a float BLAS
  *           call over at most F32_KBLOCK terms added into a double result.
  *           Everything else (exponents, shifts, partition sums, marginals,
- *           covariances) stays double. docs/design.md gives the error
+ *           covariances) stays double. docs/internals.md gives the error
  *           analysis; tests/test_fast_engine.c holds it to the reference. */
 #ifndef BA_ISING_FAST_H
 #define BA_ISING_FAST_H

@@ -44,7 +44,7 @@
  * Evaluation. Only the queries still running are evaluated (converged
  * ones are frozen). The band engine's batched call computes every row of
  * a (B, T, T) block; here each query takes the path that call would give
- * it (src/internal.h, "band engine, batched": the linear path where the
+ * it (src/ising/ising.h, "band engine, batched": the linear path where the
  * bound on its dynamic range allows, else the log path) with the same
  * window, band and coupling table: linear-path queries run one by one
  * through the engine's kernel (ba_band_lin_forward/backward), the others
@@ -226,7 +226,7 @@ static int hyb_pack(hyb *c)
 
 /* The inputs of an evaluation for every running query: in = base +
  * A_far x (far) or base (the start); Q_DEAD where not finite; lin[q] the
- * band engine's choice of path for the fields (src/internal.h, "band
+ * band engine's choice of path for the fields (src/ising/ising.h, "band
  * engine, batched": bound on the dynamic range at most
  * BA_BAND_LIN_MAX_NATS). */
 static void hyb_inputs(hyb *c, const hyb_dir *d, int far)
@@ -434,7 +434,7 @@ static int hyb_phase(hyb *c, const hyb_dir *d, double lambda, int iters, double 
     return BA_OK;
 }
 
-/* Every query solved with the retry policy (src/internal.h). On return
+/* Every query solved with the retry policy (src/ising/ising.h). On return
  * st[q] is Q_DONE (converged), Q_RUN (not converged, last evaluation kept)
  * or Q_DEAD (adjoint only: not finite). cnt (zeroed here) gets the counts;
  * unconverged counts Q_RUN and Q_DEAD. */
@@ -526,7 +526,7 @@ static int hyb_gradients(hyb *c, const hyb_dir *f, const hyb_dir *d, const unsig
                          double *dh, double *dJ, ba_approx_stats *cnt, char *err)
 {
     int T = c->T;
-    /* The policy (src/internal.h): a query whose forward did not converge,
+    /* The policy (src/ising/ising.h): a query whose forward did not converge,
      * or whose adjoint diverged, contributes no gradient (it is counted):
      * the implicit gradient of a point that is not a fixed point means
      * nothing, and a diverged adjoint is not a number. Zeroing its a and u

@@ -1,7 +1,7 @@
 /* Sampled attention (spec sections 3 and 7): the Ising marginals of every
  * query of one head, and their gradients, estimated from the shots of a
  * sampler instead of enumerated. The estimator and its bias are documented
- * in boltzattn.h ("sampled attention") and docs/design.md.
+ * in boltzattn.h ("sampled attention") and docs/internals.md.
  *
  * Determinism: query q draws its shots from its own ba_rng seeded from
  * (seed, q), and the couplings' gradient is summed over a fixed partition

@@ -546,7 +546,7 @@ static int differs(const char *what, const cJSON *st, const cJSON *lg, const cha
 }
 
 /* The log of a restored run must be its own (ba_log_same_run in
- * internal.h): the config record's model, data and settings, compared as
+ * train/train.h): the config record's model, data and settings, compared as
  * the state's after both are read by the
  * same readers (so a log of an older version compares by meaning, not by
  * spelling). */
@@ -594,7 +594,7 @@ int ba_log_same_run(const char *logpath, const char *config_line, const ba_confi
     return rc;
 }
 
-/* The log opened for appending (ba_log_open in internal.h), never through a symbolic link (a planted
+/* The log opened for appending (ba_log_open in train/train.h), never through a symbolic link (a planted
  * link would send the records, or a fresh run's truncation, to its target)
  * and only when it is a regular file; truncated for a fresh run. */
 FILE *ba_log_open(const char *path, int fresh)

@@ -5,7 +5,7 @@
 
 Deterministic: no randomness, no clock, no dependence on the build. Two
 small valid checkpoints are written from scratch (the safetensors layout and
-the checkpoint conventions of src/io.c: F32 tensors in model order, the
+the checkpoint conventions of src/model/ckpt.c: F32 tensors in model order, the
 config JSON and an FNV-1a checksum of the tensor data in __metadata__), a
 valid batch file and a valid text; every other file is one of them broken
 in one way. expected.tsv (written by hand, not by this script) says which

@@ -1,7 +1,7 @@
 /* The one reader of run directories and grids for the lab (see lab.h):
  * run records, metrics logs, grid.json, and the grid's cells matched with
  * the runs that fill them. */
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

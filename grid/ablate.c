@@ -6,7 +6,7 @@
  * in DIR/grid.json, each run in DIR/runs/NAME/run.json; --extrapolate
  * evaluates a grid's runs at a longer T (extrapolate.c). (Evaluating its
  * Ising runs with other engines is boltzattn-lab eval-engines.) */
-#include "lab.h"
+#include "grid.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -13,7 +13,7 @@
  * a grid's file: it holds the grid directory's lock (GRID/.lock; run
  * directories have their own), and a second process skips the grid
  * saying so. */
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

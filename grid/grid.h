@@ -1,6 +1,8 @@
-/* The lab: grids of training runs and what is made of them (summaries,
- * plots, couplings analysis, reports). Everything here reads the runs'
- * records through records.c, the one reader of run directories:
+/* Grids of training runs and what is made of them (summaries, plots, the
+ * couplings analysis): the code that `boltzattn ablate`, `plot` and
+ * `couplings` and the experiment program (lab/, boltzattn-lab) share.
+ * Everything here reads the runs' records through records.c, the one
+ * reader of run directories:
  *
  *   GRID/grid.json             the grid: task, arms, T, widths, FFN, seeds,
  *                              settings (written by ablate)
@@ -18,8 +20,8 @@
  *
  * A directory's name carries no meaning: what a run is comes from its
  * record. Generated Markdown, CSV and plot data are outputs only. */
-#ifndef BA_LAB_H
-#define BA_LAB_H
+#ifndef BA_GRID_H
+#define BA_GRID_H
 
 #include "cli.h"
 

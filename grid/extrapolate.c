@@ -19,7 +19,7 @@
  * checkpoint is absent are skipped with a note). The file's handling (its
  * atomic rewrite after every entry, the grid directory's lock) is
  * grid_eval.c's, shared with --eval-engines. */
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

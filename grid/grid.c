@@ -1,6 +1,6 @@
 /* Grids: their record (grid.json), their cells' names and configs, and
  * the matching of cells with the runs that fill them. */
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

@@ -3,7 +3,7 @@
  * statistics), as Markdown (summary.md, and the sections reports quote)
  * and the export files (results.csv, results.json, effects.csv). All of
  * it is computed from the cells' run records; nothing is read back. */
-#include "lab.h"
+#include "grid.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

@@ -5,7 +5,7 @@
  * part of a cell's directory name. A plain arm (the paper's form) is named
  * by its variant alone, as every arm was before forms existed, so grids
  * made then keep their labels and their cells' names. */
-#include "lab.h"
+#include "grid.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #ifndef BA_FIGURE_H
 #define BA_FIGURE_H
 
-#include "lab.h"
+#include "grid.h"
 
 #define MAX_VARIANTS 16
 

@@ -5,7 +5,7 @@
 #ifndef BA_LAB_COUPLINGS_H
 #define BA_LAB_COUPLINGS_H
 
-#include "lab.h"
+#include "grid.h"
 
 /* The couplings of one or more checkpoints of the same shape, accumulated
  * as they are loaded (only one model is held at a time). */
