@@ -63,6 +63,15 @@ void mpi_lockstep(int on);
  * the job (MPI_Abort), since the others may wait for it in a reduction;
  * a rank that never met the others exchanges its status first. */
 int mpi_finish(int code);
+/* A program's commands, and main's whole dispatch over them (cli/mpi.c):
+ * --help or help (help(), exit 0), version (NAME VERSION, where NAME is
+ * prog), else the command named by argv[1] between mpi_start and
+ * mpi_finish; an unknown or missing command is a usage error (2). */
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} cli_command;
+int cli_main(int argc, char **argv, const cli_command *cmds, size_t n, void (*help)(void));
 /* A reducer over the job's ranks into r; 1 when there are several. */
 int mpi_reducer(ba_reducer *r);
 /* Where a rank's messages reach the terminal whatever its rank. */

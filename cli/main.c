@@ -31,33 +31,9 @@ static void print_main_help(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        print_main_help();
-        return EXIT_USAGE;
-    }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        print_main_help();
-        return 0;
-    }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("boltzattn %s\n", BA_VERSION);
-        return 0;
-    }
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-    } cmds[] = {{"train", cmd_train}, {"eval", cmd_eval},   {"sample", cmd_sample},
-                {"grads", cmd_grads}, {"batch", cmd_batch}, {"ablate", cmd_ablate},
-                {"couplings", cmd_couplings}, {"plot", cmd_plot}, {"engines", cmd_engines}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(cmd, cmds[i].name) == 0) {
-            /* under mpirun: MPI, and whether the command runs on ranks */
-            int code = mpi_start(&argc, &argv, cmd);
-            if (code == 0)
-                code = cmds[i].fn(argc - 2, argv + 2);
-            return mpi_finish(code);
-        }
-    fprintf(stderr, "%s: unknown command '%s' (try '%s --help')\n", prog, cmd, prog);
-    return EXIT_USAGE;
+    static const cli_command cmds[] = {
+        {"train", cmd_train}, {"eval", cmd_eval},           {"sample", cmd_sample},
+        {"grads", cmd_grads}, {"batch", cmd_batch},         {"ablate", cmd_ablate},
+        {"plot", cmd_plot},   {"couplings", cmd_couplings}, {"engines", cmd_engines}};
+    return cli_main(argc, argv, cmds, sizeof cmds / sizeof cmds[0], print_main_help);
 }

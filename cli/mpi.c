@@ -257,3 +257,30 @@ int mpi_reducer(ba_reducer *r)
 #endif
     return S.size > 1;
 }
+
+int cli_main(int argc, char **argv, const cli_command *cmds, size_t n, void (*help)(void))
+{
+    if (argc < 2) {
+        help();
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        help();
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("%s %s\n", prog, BA_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cmd, cmds[i].name) == 0) {
+            /* under mpirun: MPI, and whether the command runs on ranks */
+            int code = mpi_start(&argc, &argv, cmd);
+            if (code == 0)
+                code = cmds[i].fn(argc - 2, argv + 2);
+            return mpi_finish(code);
+        }
+    fprintf(stderr, "%s: unknown command '%s' (try '%s --help')\n", prog, cmd, prog);
+    return EXIT_USAGE;
+}

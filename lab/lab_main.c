@@ -71,32 +71,9 @@ static void print_main_help(void)
 int main(int argc, char **argv)
 {
     prog = "boltzattn-lab";
-    if (argc < 2) {
-        print_main_help();
-        return EXIT_USAGE;
-    }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        print_main_help();
-        return 0;
-    }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("boltzattn-lab %s\n", BA_VERSION);
-        return 0;
-    }
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-    } cmds[] = {{"plan", cmd_plan},  {"summary", cmd_summary}, {"report", cmd_report},
-                {"dqa", cmd_dqa},    {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(cmd, cmds[i].name) == 0) {
-            /* under mpirun every lab command refuses (none shares work) */
-            int code = mpi_start(&argc, &argv, cmd);
-            if (code == 0)
-                code = cmds[i].fn(argc - 2, argv + 2);
-            return mpi_finish(code);
-        }
-    fprintf(stderr, "%s: unknown command '%s' (try '%s --help')\n", prog, cmd, prog);
-    return EXIT_USAGE;
+    /* under mpirun every lab command refuses (mpi_start: none shares work) */
+    static const cli_command cmds[] = {
+        {"plan", cmd_plan}, {"summary", cmd_summary}, {"report", cmd_report},
+        {"dqa", cmd_dqa},   {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines}};
+    return cli_main(argc, argv, cmds, sizeof cmds / sizeof cmds[0], print_main_help);
 }

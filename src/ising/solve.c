@@ -12,24 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One query's checks, by number: auto is the fast engine here (no band). */
 static int check_n(ba_engine e, int n, const double *J, int ldj, char *err)
 {
-    int lim = ba_engine_max_spins(e);
-    if (lim == 0)
+    const ba_engine_ops *o = ba_engine_ops_of(e == BA_ENGINE_AUTO ? BA_ENGINE_FAST : e);
+    if (!o)
         return ba_fail(err, BA_ERR_ARG, "engine %d is not a known engine", (int)e);
-    if (n < 1)
-        return ba_fail(err, BA_ERR_ARG, "number of spins n = %d must be at least 1", n);
-    if (n > lim)
-        return ba_fail(err, BA_ERR_LIMIT,
-                       "n = %d spins exceeds the %s engine's limit of %d (it enumerates 2^n "
-                       "states)",
-                       n, ba_engine_name(e), lim);
-    if (!J && n > 1)
-        return ba_fail(err, BA_ERR_ARG, "couplings J are NULL");
-    if (ldj < n)
-        return ba_fail(err, BA_ERR_ARG, "leading dimension ldj = %d is smaller than n = %d", ldj,
-                       n);
-    return BA_OK;
+    return ba_engine_check_spins(o, n, J, ldj, err);
 }
 
 int ba_ising_marginals(ba_engine e, int n, const double *h, const double *J, int ldj,
