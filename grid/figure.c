@@ -151,6 +151,68 @@ static void log_tics(FILE *f, double lo, double hi)
     }
 }
 
+/* One series of a panel: block `index` of its .dat, at x (a gnuplot
+ * expression), as a line with error bars or (a final evaluation) as an
+ * open point with its error bar, never joined to anything and without a
+ * key entry of its own (the panel has one for all). */
+static void plot_series(FILE *f, const panel *q, int v, int index, const char *x, int final,
+                        int first)
+{
+    /* a final's point: the open form of the variant's filled one */
+    fprintf(f,
+            "%s'%s' index %d using %s:3:4 with %s linewidth 2 pointtype %d pointsize %s "
+            "linecolor rgb \"%s\" ",
+            first ? "" : ", \\\n     ", q->dat, index, x, final ? "yerrorbars" : "yerrorlines",
+            variant_point(q->var[v]) - final, final ? "2" : "1.2", variant_color(q->var[v], v));
+    if (final)
+        fprintf(f, "notitle");
+    else
+        fprintf(f, "title \"%s\" noenhanced", q->var[v]);
+}
+
+/* The plot command of one panel: a series per variant (learning curves:
+ * the periodic evaluations as a line, the final evaluation apart, and
+ * one key entry for the finals). */
+static void plot_panel(FILE *f, const figure *fg, const panel *q)
+{
+    fprintf(f, "plot ");
+    int first = 1, finals = 0;
+    for (int v = 0; v < q->nvar; v++) {
+        double rel = q->nvar > 1 ? v - (q->nvar - 1) / 2.0 : 0;
+        char x[64];
+        if (!fg->spread)
+            snprintf(x, sizeof x, "1");
+        else if (fg->logx)
+            snprintf(x, sizeof x, "($1*%.6g)", pow(fg->mingap, 0.04 * rel));
+        else
+            snprintf(x, sizeof x, "($1%+.6g)", 0.04 * rel * fg->mingap);
+        if (!q->finals) {
+            plot_series(f, q, v, v, x, 0, first);
+            first = 0;
+            continue;
+        }
+        if (q->curve[v] >= 0) {
+            plot_series(f, q, v, q->curve[v], x, 0, first);
+            first = 0;
+        }
+        if (q->fin[v] >= 0) {
+            snprintf(x, sizeof x, "($1%+.6g)", rel * q->fin_dx);
+            plot_series(f, q, v, q->fin[v], x, 1, first);
+            first = 0, finals = 1;
+        }
+    }
+    if (finals) { /* a key entry only (NaN draws nothing) */
+        char items[48] = "all items";
+        if (q->fin_items > 0)
+            snprintf(items, sizeof items, "all %ld items", q->fin_items);
+        fprintf(f,
+                ", \\\n     NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "
+                "\"black\" title \"final, %s\"",
+                items);
+    }
+    fprintf(f, "\n");
+}
+
 int write_figure(const command *c, const char *plots, const figure *fg, const panel *p, int np)
 {
     char path[PATH_LEN], png[PATH_LEN];
@@ -191,7 +253,7 @@ int write_figure(const command *c, const char *plots, const figure *fg, const pa
         if (np > 1)
             fprintf(f, "set title \"%s\"\n", q->title);
         else
-            fprintf(f, "set title \"%s\\n%s; %s\"\n", fg->title, q->title, fg->note);
+            fprintf(f, "set title \"%s\\n%s\\n%s\"\n", fg->title, q->title, fg->note);
         fprintf(f, "set ylabel \"%s\"\n%s\nset ytics autofreq\n", q->ylabel,
                 q->logy ? "set logscale y" : "unset logscale y");
         double lo = fg->share_y ? slo : q->ylo, hi = fg->share_y ? shi : q->yhi;
@@ -205,23 +267,7 @@ int write_figure(const command *c, const char *plots, const figure *fg, const pa
             double pad = hi > lo ? 0.06 * (hi - lo) : fmax(0.05 * fabs(hi), 1);
             fprintf(f, "set yrange [%.6g:%.6g]\n", lo - pad, hi + pad);
         }
-        fprintf(f, "plot ");
-        for (int v = 0; v < q->nvar; v++) {
-            double rel = q->nvar > 1 ? v - (q->nvar - 1) / 2.0 : 0;
-            char x[64];
-            if (!fg->spread)
-                snprintf(x, sizeof x, "1");
-            else if (fg->logx)
-                snprintf(x, sizeof x, "($1*%.6g)", pow(fg->mingap, 0.04 * rel));
-            else
-                snprintf(x, sizeof x, "($1%+.6g)", 0.04 * rel * fg->mingap);
-            fprintf(f,
-                    "%s'%s' index %d using %s:3:4 with yerrorlines linewidth 2 pointtype %d "
-                    "pointsize 1.2 linecolor rgb \"%s\" title \"%s\" noenhanced",
-                    v ? ", \\\n     " : "", q->dat, v, x, variant_point(q->var[v]),
-                    variant_color(q->var[v], v), q->var[v]);
-        }
-        fprintf(f, "\n");
+        plot_panel(f, fg, q);
     }
     if (np > 1)
         fprintf(f, "unset multiplot\n");

@@ -20,13 +20,22 @@ typedef struct {
     double ylo, yhi; /* extent of mean -+ sd over the panel's points */
     int nvar;
     char var[MAX_VARIANTS][64];
+    /* Learning curves (finals = 1): block curve[v] holds variant v's
+     * periodic evaluations, drawn as a line, and block fin[v] its final
+     * evaluation on the whole set, drawn as a point apart (never joined to
+     * the line: it is measured on other items); -1: no such block. With
+     * finals = 0 block v is variant v's series. */
+    int finals;
+    int curve[MAX_VARIANTS], fin[MAX_VARIANTS];
+    long fin_items; /* items of the final evaluations (0: not the same in every run) */
+    double fin_dx;  /* x distance between neighbouring variants' final points */
 } panel;
 
 typedef struct {
     const char *script; /* NAME.gp in plots/ */
     const char *png;    /* written as ../PNG */
     char title[256]; /* first line */
-    char note[256];  /* second line (with the panel title when there is one panel) */
+    char note[256];  /* last line (after the panel title when there is one panel) */
     const char *xlabel;
     int logx;        /* log2 x axis (C) */
     int spread;      /* offset the variants' x slightly so error bars do not overlap */

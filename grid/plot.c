@@ -27,7 +27,8 @@ static const command plot_cmd = {
     "gnuplot scripts to DIR/plots/ (replacing the .dat and .gp files there) and the\n"
     "figures (PNG, mean ± sd over seeds) to DIR/: ppl_vs_T.png (charlm), acc_vs_T.png\n"
     "(brackets), width_T<T>.png (when several C), learning_curves.png (the largest T\n"
-    "and C unless chosen). Without gnuplot only the data and scripts are written.",
+    "and C unless chosen; the periodic evaluations as lines, the final one on all\n"
+    "items as a point apart). Without gnuplot only the data and scripts are written.",
     plot_opts};
 
 /* One (task, variant, T, C, ffn) cell of results.csv, over seeds. The value
@@ -37,15 +38,20 @@ typedef struct {
     char variant[64];
     int T, C, ffn;
     ba_running s;
+    long steps_lo, steps_hi; /* the runs' training steps */
 } group;
 
-/* One validation point of one run's metrics.jsonl. */
+/* One validation point of one run's metrics.jsonl: a periodic evaluation
+ * (the same subset of the items every time) or the final one (all items). */
 typedef struct {
     ba_task task;
     char variant[64];
     int T, C, ffn;
     long step;
     double v;
+    int final;  /* the final evaluation */
+    int items;  /* items it was measured on */
+    long steps; /* the run's training steps */
 } cpoint;
 
 /* The order of plotted series: task, variant, FFN first, then C and T. */
@@ -71,7 +77,7 @@ static int group_cmp(const void *pa, const void *pb)
                       b->T);
 }
 
-/* Within a series, by step. */
+/* Within a series, the periodic evaluations by step, then the final ones. */
 static int cpoint_cmp(const void *pa, const void *pb)
 {
     const cpoint *a = pa, *b = pb;
@@ -79,12 +85,55 @@ static int cpoint_cmp(const void *pa, const void *pb)
                        b->T);
     if (c)
         return c;
+    if (a->final != b->final)
+        return a->final - b->final;
     return a->step < b->step ? -1 : a->step > b->step;
 }
 
 static const char *metric_label(ba_task t)
 {
     return t == BA_TASK_CHARLM ? "validation perplexity" : "held-out accuracy (%)";
+}
+
+/* The metric with its direction, for axes. */
+static const char *metric_axis(ba_task t)
+{
+    return t == BA_TASK_CHARLM ? "validation perplexity (lower is better)"
+                               : "held-out accuracy, % (higher is better)";
+}
+
+/* "N seeds, S steps" (ranges where they differ), into out. */
+static void budget_text(char *out, size_t n, long seeds_lo, long seeds_hi, long steps_lo,
+                        long steps_hi)
+{
+    char sd[48], st[48];
+    if (seeds_lo == seeds_hi)
+        snprintf(sd, sizeof sd, "%ld seed%s", seeds_lo, seeds_lo == 1 ? "" : "s");
+    else
+        snprintf(sd, sizeof sd, "%ld-%ld seeds", seeds_lo, seeds_hi);
+    if (steps_lo == steps_hi)
+        snprintf(st, sizeof st, "%ld steps", steps_lo);
+    else
+        snprintf(st, sizeof st, "%ld-%ld steps", steps_lo, steps_hi);
+    snprintf(out, n, "%s, %s", sd, st);
+}
+
+/* The budget of the groups of `task` at width C (C < 0: any) and block
+ * size T (T < 0: any). */
+static void groups_budget(char *out, size_t n, const group *g, int ng, ba_task task, int C, int T)
+{
+    long nlo = 0, nhi = 0, slo = 0, shi = 0;
+    for (int i = 0; i < ng; i++) {
+        if (g[i].task != task || (C >= 0 && g[i].C != C) || (T >= 0 && g[i].T != T))
+            continue;
+        if (!nhi || g[i].s.n < nlo)
+            nlo = g[i].s.n;
+        if (!nhi || g[i].steps_lo < slo)
+            slo = g[i].steps_lo;
+        nhi = g[i].s.n > nhi ? g[i].s.n : nhi;
+        shi = g[i].steps_hi > shi ? g[i].steps_hi : shi;
+    }
+    budget_text(out, n, nlo, nhi, slo, shi);
 }
 
 /* Writes one .dat of the groups of `task` with ffn, where x runs over T (at
@@ -172,7 +221,7 @@ static int ffn_figure(const command *c, const char *plots, const group *g, int n
         else
             snprintf(p->dat, sizeof p->dat, "%s_T%d_ffn%d_vs_C.dat", ba_task_name(task), T, ffn);
         snprintf(p->title, sizeof p->title, "%s", ffn ? "with FFN" : "without FFN (attention only)");
-        snprintf(p->ylabel, sizeof p->ylabel, "%s", metric_label(task));
+        snprintf(p->ylabel, sizeof p->ylabel, "%s", metric_axis(task));
         if (write_series(c, plots, g, ng, task, ffn, C, T, p))
             return 1;
     }
@@ -206,7 +255,9 @@ static int figure_vs_T(const command *c, const char *plots, const group *g, int 
                  1, 0};
     snprintf(fg.title, sizeof fg.title, "%s: %s vs T at C=%d", ba_task_name(task),
              metric_label(task), Cmax);
-    snprintf(fg.note, sizeof fg.note, "mean ± sd over seeds%s",
+    char budget[128];
+    groups_budget(budget, sizeof budget, g, ng, task, Cmax, -1);
+    snprintf(fg.note, sizeof fg.note, "mean ± sd over seeds (%s)%s", budget,
              nC > 1 ? "; the largest C run (others: width plots)" : "");
     set_xtics(&fg, scratch, nT);
     return ffn_figure(c, plots, g, ng, task, Cmax, -1, has, &fg);
@@ -243,12 +294,122 @@ static int figures_vs_C(const command *c, const char *plots, const group *g, int
         figure fg = {jb->script, jb->png, "", "", "embedding width C", 1, 1, 1, "", 2, 1, 0};
         snprintf(fg.title, sizeof fg.title, "%s: %s vs width C at T=%d", ba_task_name(task),
                  metric_label(task), T);
-        snprintf(fg.note, sizeof fg.note, "mean ± sd over seeds");
+        char budget[128];
+        groups_budget(budget, sizeof budget, g, ng, task, -1, T);
+        snprintf(fg.note, sizeof fg.note, "mean ± sd over seeds (%s)", budget);
         set_xtics(&fg, scratch2, nC);
         if (ffn_figure(c, plots, g, ng, task, -1, T, has, &fg))
             return 1;
     }
     return 0;
+}
+
+/* What the runs of one learning-curve panel share, gathered while its
+ * .dat is written: 0 not seen yet, -1 not the same in every run. */
+typedef struct {
+    long seeds_lo, seeds_hi, steps_lo, steps_hi;
+    long items, fin_items; /* of the periodic and of the final evaluations */
+} curve_info;
+
+static void same_or_mixed(long *have, long v)
+{
+    *have = *have == 0 || *have == v ? v : -1;
+}
+
+/* The points [k0, k1) of one variant, all periodic or all final, as one
+ * .dat block: per step, n mean sd min max over the runs. Returns the
+ * largest n (the variant's runs). */
+static long write_block(FILE *f, panel *p, const cpoint *pts, int k0, int k1, curve_info *ci)
+{
+    long nmax = 0;
+    for (int k = k0; k < k1;) {
+        ba_running s = {0, 0, 0, 0, 0};
+        int e = k;
+        for (; e < k1 && pts[e].step == pts[k].step; e++) {
+            ba_running_add(&s, pts[e].v);
+            same_or_mixed(pts[e].final ? &ci->fin_items : &ci->items, pts[e].items);
+            if (!ci->steps_hi || pts[e].steps < ci->steps_lo)
+                ci->steps_lo = pts[e].steps;
+            ci->steps_hi = pts[e].steps > ci->steps_hi ? pts[e].steps : ci->steps_hi;
+        }
+        fprintf(f, "%ld %ld %.9g %.9g %.9g %.9g\n", pts[k].step, s.n, s.mean, ba_running_sd(&s),
+                s.min, s.max);
+        panel_extent(p, &s);
+        if (pts[k].final)
+            p->fin_dx = fmax(p->fin_dx, 0.012 * (double)pts[k].step);
+        nmax = s.n > nmax ? s.n : nmax;
+        k = e;
+    }
+    return nmax;
+}
+
+/* One learning-curve panel (task, T, C, ffn) and its .dat: per variant a
+ * block of its periodic evaluations (the same items every time) and a
+ * block of its final evaluation (all items), which the figure draws
+ * apart. pts sorted by cpoint_cmp. */
+static int write_curves(const command *c, const char *plots, const cpoint *pts, int np,
+                        ba_task task, int T, int C, int ffn, panel *p, curve_info *ci)
+{
+    panel_init(p);
+    memset(ci, 0, sizeof *ci);
+    p->finals = 1;
+    snprintf(p->dat, sizeof p->dat, "curves_%s_T%d_C%d_ffn%d.dat", ba_task_name(task), T, C, ffn);
+    snprintf(p->ylabel, sizeof p->ylabel, "%s",
+             task == BA_TASK_CHARLM ? "validation perplexity (lower is better)"
+                                    : "validation accuracy, % (higher is better)");
+    p->logy = task == BA_TASK_CHARLM;
+    char path[PATH_LEN];
+    out_file o;
+    if (mkpath(c, path, "%s/%s", plots, p->dat) || out_open(c, &o))
+        return 1;
+    FILE *f = o.f;
+    fprintf(f, "# learning curves %s, T=%d, C=%d, %s: eval records of runs/*/metrics.jsonl; "
+               "per variant a block of the periodic evaluations (the same items every time) "
+               "and a block of the final evaluation (all items), not to be joined\n"
+               "# columns: step n mean sd min max  (%s over the runs' seeds)\n",
+            ba_task_name(task), T, C, ffn ? "with FFN" : "without FFN", p->ylabel);
+    int blk = 0;
+    for (int i = 0; i < np;) {
+        const cpoint *a = &pts[i];
+        int j = i, m;
+        while (j < np && pts[j].task == a->task && pts[j].T == a->T && pts[j].C == a->C &&
+               pts[j].ffn == a->ffn && strcmp(pts[j].variant, a->variant) == 0)
+            j++;
+        if (a->task != task || a->T != T || a->C != C || a->ffn != ffn ||
+            p->nvar == MAX_VARIANTS) {
+            i = j;
+            continue;
+        }
+        int v = p->nvar++;
+        long runs = 0, n;
+        snprintf(p->var[v], sizeof p->var[0], "%s", a->variant);
+        p->curve[v] = p->fin[v] = -1;
+        for (m = i; m < j && !pts[m].final;)
+            m++;
+        if (m > i) {
+            fprintf(f, "%s# variant %s\n# periodic evaluations\n", blk ? "\n\n" : "",
+                    a->variant);
+            p->curve[v] = blk++;
+            runs = write_block(f, p, pts, i, m, ci);
+        }
+        if (j > m) {
+            fprintf(f, "%s# variant %s\n# final evaluation, all items\n", blk ? "\n\n" : "",
+                    a->variant);
+            p->fin[v] = blk++;
+            n = write_block(f, p, pts, m, j, ci);
+            runs = n > runs ? n : runs;
+        }
+        if (!ci->seeds_hi || runs < ci->seeds_lo)
+            ci->seeds_lo = runs;
+        ci->seeds_hi = runs > ci->seeds_hi ? runs : ci->seeds_hi;
+        i = j;
+    }
+    p->fin_items = ci->fin_items > 0 ? ci->fin_items : 0;
+    char budget[128];
+    budget_text(budget, sizeof budget, ci->seeds_lo, ci->seeds_hi, ci->steps_lo, ci->steps_hi);
+    snprintf(p->title, sizeof p->title, "%s, T=%d, C=%d%s: %s", ba_task_name(task), T, C,
+             ffn ? "" : ", without FFN", budget);
+    return out_close(c, &o, path);
 }
 
 /* learning_curves.png: per task, the runs at the largest T (and the largest
@@ -266,6 +427,7 @@ static int figure_curves(const command *c, const char *plots, cpoint *pts, int n
     qsort(pts, np, sizeof *pts, cpoint_cmp);
     panel pn[4];
     int npan = 0;
+    long items = 0; /* of the periodic evaluations, over the panels */
     for (int t = 0; t < 2; t++) {
         ba_task task = (ba_task)t;
         int Tsel = 0, Csel = 0, has[2] = {0, 0};
@@ -283,55 +445,13 @@ static int figure_curves(const command *c, const char *plots, cpoint *pts, int n
             if (pts[i].task == task && pts[i].T == Tsel && pts[i].C == Csel)
                 has[pts[i].ffn] = 1;
         for (int ffn = 1; ffn >= 0; ffn--) {
+            curve_info ci;
             if (!has[ffn])
                 continue;
-            panel *p = &pn[npan++];
-            panel_init(p);
-            snprintf(p->dat, sizeof p->dat, "curves_%s_T%d_C%d_ffn%d.dat", ba_task_name(task),
-                     Tsel, Csel, ffn);
-            snprintf(p->title, sizeof p->title, "%s, T=%d, C=%d%s", ba_task_name(task), Tsel,
-                     Csel, ffn ? "" : ", without FFN");
-            snprintf(p->ylabel, sizeof p->ylabel, "%s",
-                     task == BA_TASK_CHARLM ? "validation perplexity"
-                                            : "validation accuracy (%)");
-            p->logy = task == BA_TASK_CHARLM;
-            char path[PATH_LEN];
-            out_file o;
-            if (mkpath(c, path, "%s/%s", plots, p->dat) || out_open(c, &o))
+            if (write_curves(c, plots, pts, np, task, Tsel, Csel, ffn, &pn[npan++], &ci))
                 return 1;
-            FILE *f = o.f;
-            fprintf(f, "# learning curves %s, T=%d, C=%d, %s: eval records of "
-                       "runs/*/metrics.jsonl (the last point: the final evaluation on the "
-                       "whole set)\n"
-                       "# columns: step n mean sd min max  (%s over the runs' seeds)\n",
-                    ba_task_name(task), Tsel, Csel, ffn ? "with FFN" : "without FFN",
-                    p->ylabel);
-            for (int i = 0; i < np;) {
-                const cpoint *a = &pts[i];
-                int j = i;
-                while (j < np && pts[j].task == a->task && pts[j].T == a->T &&
-                       pts[j].C == a->C && pts[j].ffn == a->ffn &&
-                       strcmp(pts[j].variant, a->variant) == 0)
-                    j++;
-                if (a->task == task && a->T == Tsel && a->C == Csel && a->ffn == ffn &&
-                    p->nvar < MAX_VARIANTS) {
-                    fprintf(f, "%s# variant %s\n", p->nvar ? "\n\n" : "", a->variant);
-                    snprintf(p->var[p->nvar++], sizeof p->var[0], "%s", a->variant);
-                    for (int k = i; k < j;) {
-                        ba_running s = {0, 0, 0, 0, 0};
-                        int e = k;
-                        while (e < j && pts[e].step == pts[k].step)
-                            ba_running_add(&s, pts[e++].v);
-                        fprintf(f, "%ld %ld %.9g %.9g %.9g %.9g\n", pts[k].step, s.n, s.mean,
-                                ba_running_sd(&s), s.min, s.max);
-                        panel_extent(p, &s);
-                        k = e;
-                    }
-                }
-                i = j;
-            }
-            if (out_close(c, &o, path))
-                return 1;
+            if (ci.items)
+                same_or_mixed(&items, ci.items);
         }
     }
     *npanels = npan;
@@ -340,9 +460,14 @@ static int figure_curves(const command *c, const char *plots, cpoint *pts, int n
     job *jb = &jobs[(*njobs)++];
     snprintf(jb->script, sizeof jb->script, "learning_curves.gp");
     snprintf(jb->png, sizeof jb->png, "learning_curves.png");
-    figure fg = {jb->script, jb->png, "validation metric during training",
-                 "mean ± sd over seeds; last point: final evaluation, whole set",
-                 "training step", 0, 0, 0, "", 1, 1, 0};
+    figure fg = {jb->script, jb->png, "validation metric during training (mean ± sd over seeds)",
+                 "", "training step", 0, 0, 0, "", 1, 1, 0};
+    char subset[48] = "a fixed subset of the items";
+    if (items > 0)
+        snprintf(subset, sizeof subset, "the same %ld items", items);
+    snprintf(fg.note, sizeof fg.note,
+             "lines: periodic evaluations on %s; open points: final evaluation, all items",
+             subset);
     return write_figure(c, plots, &fg, pn, npan);
 }
 
@@ -386,9 +511,13 @@ static int add_to_group(const command *c, const lab_run *r, group **g, int *ng, 
                 return fail_lib(c, "out of memory", 1);
             *g = p, *cap = nc;
         }
+        k.steps_lo = k.steps_hi = r->steps;
         (*g)[(*ng)++] = k;
     }
-    ba_running_add(&(*g)[i].s, lab_shown(r->task, r->value));
+    group *q = &(*g)[i];
+    q->steps_lo = r->steps < q->steps_lo ? r->steps : q->steps_lo;
+    q->steps_hi = r->steps > q->steps_hi ? r->steps : q->steps_hi;
+    ba_running_add(&q->s, lab_shown(r->task, r->value));
     return 0;
 }
 
@@ -460,6 +589,9 @@ static int collect_points(const command *c, const lab_runs *rs, cpoint **pts, in
             lab_run_variant(r, q.variant, sizeof q.variant);
             q.step = e->step;
             q.v = v * (r->task == BA_TASK_BRACKETS ? 100 : 1);
+            q.final = e->kind == BA_REC_FINAL;
+            q.items = e->eval.n_items;
+            q.steps = r->steps;
             (*pts)[(*np)++] = q;
         }
         free(recs);

@@ -34,12 +34,19 @@ static opt report_opts[] = {
     {"converged", "DIR", NULL,
      "with --preset full: the converged preset's grids in DIR give the 'Against the paper' "
      "rows of the cells they hold", 0, 0},
+    {"verdicts", "ROOT", NULL,
+     "with --preset full: open the report with the verdict table of the presets file's claims, "
+     "read from the output directories under ROOT (e.g. results)", 0, 0},
+    {"readme", "FILE", NULL,
+     "with --verdicts and no OUT: rewrite only the findings block of FILE (between the lines "
+     "<!-- findings:begin --> and <!-- findings:end -->) from the verdict rows", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command report_cmd = {
     "report",
     "OUT --preset quick|full|converged|samplers|long [--link-prefix P] [--section-only]\n"
-    "                 [--converged DIR] | OUT --samplers-doc DOC\n\n"
+    "                 [--converged DIR] [--verdicts ROOT] | OUT --samplers-doc DOC\n"
+    "                 | --verdicts ROOT --readme FILE\n\n"
     "Writes the results report of OUT, the output directory of lab/reproduce.sh, to\n"
     "stdout as Markdown: every grid under OUT (a subdirectory with grid.json, written\n"
     "by 'boltzattn ablate'), its runs, summaries, convergence, figures and couplings;\n"
@@ -48,7 +55,9 @@ static const command report_cmd = {
     "and converged presets their sections (--section-only: that section alone).\n"
     "With --samplers-doc the section '## Training with sampled statistics' of DOC\n"
     "(from that line to the end) is regenerated from the grids of the samplers\n"
-    "preset and DOC rewritten atomically.",
+    "preset and DOC rewritten atomically. With --verdicts ROOT the full report opens\n"
+    "with the verdict table (lab/presets.json's claims, from the grids under ROOT);\n"
+    "with --readme FILE only FILE's findings block is rewritten from the same rows.",
     report_opts};
 
 /* The largest thread count of a run the header lists. */
@@ -113,8 +122,8 @@ static int time_line(const rep_grids *gs, const char *kind, FILE *f)
     return 0;
 }
 
-static int header(const char *out, const char *preset, const char *kind, const rep_grids *gs,
-                  FILE *f)
+static int header(const command *c, const char *out, const char *preset, const char *kind,
+                  const rep_grids *gs, const char *vroot, const lab_presets *ps, FILE *f)
 {
     char date[32];
     rep_date(date, sizeof date);
@@ -123,6 +132,13 @@ static int header(const char *out, const char *preset, const char *kind, const r
                "is typed by hand.\n", out, date);
     fprintf(f, "The grids were run by `make reproduce PRESET=%s` (`lab/reproduce.sh %s`), which "
                "resumes an interrupted grid.\n", preset, preset);
+    if (vroot) {
+        fprintf(f, "\n");
+        int code = rep_verdict_section(c, vroot, ps, f);
+        if (code)
+            return code;
+        fprintf(f, "## The runs\n\n");
+    }
     if (rep_machines(gs, f))
         return 1;
     if (time_line(gs, kind, f))
@@ -141,13 +157,16 @@ static int header(const char *out, const char *preset, const char *kind, const r
 
 static int conv_overview(const command *c, const rep_grids *gs, FILE *f)
 {
-    fprintf(f, "## Are the runs converged?\n\n");
+    fprintf(f, "## Late movement of the curves (not a convergence test)\n\n");
     fprintf(f, "Per grid, the cell (T, C, FFN) whose validation metric still moved most late in "
                "training: the mean change over its runs between the periodic evaluations at the "
                "steps shown (the same items both times). 'flat' means every cell of the grid "
                "moved by less than %g (%% of perplexity or accuracy points), half the effect the "
-               "grids are sized to resolve; otherwise the direction is named. Each grid's "
-               "section has the table per cell.\n\n",
+               "grids are sized to resolve; otherwise the direction is named. Under the cosine "
+               "schedule this stretch is where the learning rate anneals, so it measures the "
+               "schedule as much as the curve: whether a verdict has settled is the verdict "
+               "table's test (the change per doubling of the budget). Each grid's section has "
+               "the table per cell.\n\n",
             CONV_LIMIT);
     int code = rep_convergence_overview(c, gs, f);
     fprintf(f, "\n");
@@ -188,6 +207,12 @@ static void saturation(const rep_grid *x, FILE *f)
 
 /* ---------------------------------------------------------- the report */
 
+static const char *metric_dir(ba_task t)
+{
+    return t == BA_TASK_CHARLM ? "validation perplexity (lower is better)"
+                               : "held-out accuracy % (higher is better)";
+}
+
 /* The full preset's headline rows (lab/presets.json): sections of the
  * summaries of grids by the names lab/reproduce.sh gives them. A grid's
  * name says where it is, never what it holds: T and FFN pick sections of
@@ -201,8 +226,9 @@ static int headlines(const rep_grids *gs, const lab_report_plan *rp, FILE *f)
         int T = rp->rows[i].T, ffn = rp->rows[i].ffn;
         int has = x && rep_has_int(x->g.T, x->g.nT, T) && rep_has_int(x->g.ffn, x->g.nffn, ffn);
         for (int ci = 0; has && ci < x->g.nC; ci++) {
-            fprintf(f, "### %s: T = %d, C = %d, %s FFN\n", x->name, T, x->g.C[ci],
-                    ffn ? "with" : "without");
+            fprintf(f, "### %s: T = %d, C = %d, %s FFN; %s, %ld steps, %d seeds, %s\n", x->name,
+                    T, x->g.C[ci], ffn ? "with" : "without", ba_task_name(x->g.task),
+                    x->g.train.steps, x->g.nseeds, metric_dir(x->g.task));
             code |= lab_summary_section(&x->cs, T, x->g.C[ci], ffn, f) < 0;
         }
     }
@@ -238,8 +264,8 @@ static int full_sections(const command *c, const rep_grids *gs, const lab_report
                "relative perplexity change, negative is better, for charlm; accuracy points for "
                "brackets; 95 %% confidence interval over seeds). The verdict is read off the "
                "interval: 'better' or 'worse' only when it excludes zero.%s\n\n" REP_VERDICT_HEAD,
-            conv ? " Rows marked 'PRESET=converged' come from the converged preset's runs "
-                   "(section 'Converged headline rows', which says whether they are flat); they "
+            conv ? " Rows marked 'PRESET=converged' come from the long-budget runs of the preset "
+                   "`converged` (section 'Long-budget headline rows'); they "
                    "replace the fixed-budget rows of the same cells."
                  : "");
     code |= verdict_grids(gs, NAMES(rp->paper_grids), 0, conv, f);
@@ -253,7 +279,7 @@ static int full_sections(const command *c, const rep_grids *gs, const lab_report
         fprintf(f, "### The headline row as the training budget grows\n\n"
                    "charlm at T = 12 with the same settings and seeds but more steps (the cosine "
                    "schedule stretched over them). Perplexity still falls with more steps (see the "
-                   "convergence overview); this shows whether the effect moves with it.\n\n"
+                   "late-movement overview); this shows whether the effect moves with it.\n\n"
                    "| steps | task | T | C | FFN | variant | pairs/seeds | effect [95 %% CI] | "
                    "paper | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n");
         code |= verdict_grids(gs, NAMES(rp->budget_grids), 1, NULL, f);
@@ -286,10 +312,12 @@ static int full_sections(const command *c, const rep_grids *gs, const lab_report
  * couplings. */
 static int grid_section(const command *c, const rep_grid *x, const char *prefix, FILE *f)
 {
-    fprintf(f, "## %s\n\n", x->name);
+    fprintf(f, "## %s\n\n%s, %ld steps, %d seeds; metric: %s. T, C and FFN head each "
+               "table.\n\n", x->name, ba_task_name(x->g.task), x->g.train.steps, x->g.nseeds,
+            metric_dir(x->g.task));
     if (rep_summary_body(&x->cs, 1, "###", f))
         return fail_lib(c, "out of memory", 1);
-    fprintf(f, "\n#### Convergence\n\n"
+    fprintf(f, "\n#### Late movement\n\n"
                "Change of the validation metric late in training, between the periodic "
                "evaluations (same items) at the steps shown; near zero means the curves are "
                "flat:\n\n");
@@ -309,8 +337,9 @@ static int grid_section(const command *c, const rep_grid *x, const char *prefix,
  * for; conv: the converged preset's grids for the full report's verdicts
  * (or NULL). */
 typedef struct {
-    const char *out, *preset, *prefix;
+    const char *out, *preset, *prefix, *vroot;
     const lab_report_plan *rp;
+    const lab_presets *ps;
     int section_only;
     const rep_grids *conv;
 } report_args;
@@ -327,7 +356,7 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
     if (a->section_only)
         code = converged ? rep_converged_section(c, a->out, gs, &a->rp->grids, 1, o.f)
                          : rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f);
-    else if (header(a->out, a->preset, kind, gs, o.f))
+    else if ((code = header(c, a->out, a->preset, kind, gs, a->vroot, a->ps, o.f)) == 1)
         code = fail_lib(c, "out of memory", 1);
     if (!code && !a->section_only)
         code = conv_overview(c, gs, o.f);
@@ -374,6 +403,8 @@ static int check_preset(const command *c, const lab_presets *ps, const char *pre
         return usage_error(c, "--section-only applies to --preset long or converged");
     if (get_str(c, "converged") && strcmp(kind, "full") != 0)
         return usage_error(c, "--converged applies to --preset full");
+    if (get_str(c, "verdicts") && strcmp(kind, "full") != 0)
+        return usage_error(c, "--verdicts applies to --preset full");
     return 0;
 }
 
@@ -397,6 +428,23 @@ static int run_report(const command *c, const char *out, const char *doc, const 
     return code;
 }
 
+/* --verdicts ROOT --readme FILE: the findings block of FILE alone. */
+static int readme_only(const command *c, const char *out, const char *vroot, const char *readme)
+{
+    if (!readme || !*readme)
+        return usage_error(c, "--readme must not be empty");
+    if (!vroot || !*vroot)
+        return usage_error(c, "--readme needs --verdicts ROOT");
+    if (out || is_set(c, "preset") || is_set(c, "samplers-doc") || is_set(c, "converged"))
+        return usage_error(c, "--readme takes no OUT, --preset, --samplers-doc or --converged");
+    lab_presets ps;
+    int rc = lab_presets_load(c, is_set(c, "presets") ? get_str(c, "presets") : NULL, &ps);
+    if (!rc)
+        rc = rep_verdict_readme(c, vroot, &ps, readme);
+    lab_presets_free(&ps);
+    return rc;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const command *c = &report_cmd;
@@ -404,10 +452,15 @@ int cmd_report(int argc, char **argv)
     int rc = parse_args(c, argc, argv, &out, 1, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!out || !*out)
-        return usage_error(c, "the output directory OUT is required");
+    const char *vroot = get_str(c, "verdicts"), *readme = get_str(c, "readme");
+    if (vroot && !*vroot)
+        return usage_error(c, "--verdicts must not be empty");
+    if (readme)
+        return readme_only(c, out, vroot, readme);
     const char *preset = get_str(c, "preset"), *doc = get_str(c, "samplers-doc");
     const char *prefix = is_set(c, "link-prefix") ? get_str(c, "link-prefix") : "";
+    if (!out || !*out)
+        return usage_error(c, "the output directory OUT is required");
     if (doc && (preset || is_set(c, "link-prefix")))
         return usage_error(c, "--samplers-doc excludes --preset and --link-prefix");
     if (doc && !*doc)
@@ -425,7 +478,7 @@ int cmd_report(int argc, char **argv)
     if ((rc = lab_presets_load(c, is_set(c, "presets") ? get_str(c, "presets") : NULL, &ps)))
         return rc;
     if (!(rc = check_preset(c, &ps, preset, &rp))) {
-        report_args a = {out, preset, prefix, &rp, is_set(c, "section-only"), NULL};
+        report_args a = {out, preset, prefix, vroot, &rp, &ps, is_set(c, "section-only"), NULL};
         rc = run_report(c, out, doc, &ps, &a);
     }
     lab_report_plan_free(&rp);

@@ -141,4 +141,51 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
  * heading in it). */
 int rep_samplers_doc(const command *c, const char *out, const char *doc, const rep_grids *gs);
 
+/* report_verdict.c: the rows of the verdict table, one per claim of the
+ * presets file's "verdicts" (a couplings claim: one per key distance the
+ * paper gives a sign for), read from the output directories under root
+ * (e.g. results/full/charlm-320k for the claim grid "full/charlm-320k")
+ * at the largest budget. A run is stuck when its final metric is worse
+ * than its cell's median by more than STUCK_K times the robust spread:
+ * 1.4826 x the median absolute deviation, at least STUCK_FLOOR (accuracy
+ * points; % of the median for perplexity), in cells of STUCK_MIN_RUNS runs
+ * or more. */
+#define STUCK_K 5.0
+#define STUCK_FLOOR 1.0
+#define STUCK_MIN_RUNS 4
+/* One row; every string but its buffers static or the presets
+ * document's. */
+typedef struct {
+    const char *claim, *cell_grid, *same_info, *paper_text, *metric;
+    char cell[96], arms[160];
+    int measured, n;       /* n: seeds (pairs) of the interval */
+    int dist;              /* a couplings row's key distance (0: an effect row) */
+    long steps;            /* the budget of the runs (0: none) */
+    double eff, lo, hi;    /* at the largest budget, every pair */
+    char ours[96];
+    const char *word;      /* the verdict word */
+    char settled[256];     /* "settled: ...", "not settled: ..." or "no records" */
+    char stuck[512];       /* "none", "**stuck**: ..." with the verdict without them, ... */
+} rep_vrow;
+typedef struct {
+    rep_vrow *v;
+    int n, cap;
+} rep_vrows;
+/* 0, or an exit code after printing (2: a malformed claim); rs->v
+ * malloc'd (free it) either way. */
+int rep_verdict_rows(const command *c, const char *root, const lab_presets *ps, rep_vrows *rs);
+
+/* report_findings.c: the verdict table of the presets file's claims
+ * ("verdicts"), read from the output directories under root (e.g.
+ * results/full/charlm-320k for the claim grid "full/charlm-320k"), with
+ * the rules that assign its words, settled and stuck runs. 0 or an exit
+ * code after printing (2: a malformed claim). */
+int rep_verdict_section(const command *c, const char *root, const lab_presets *ps, FILE *f);
+/* The same rows as README's findings block: the text between the lines
+ * <!-- findings:begin --> and <!-- findings:end --> of readme rewritten,
+ * atomically; a file without each marker exactly once, in order, is
+ * refused and left untouched (2). 0 or an exit code after printing. */
+int rep_verdict_readme(const command *c, const char *root, const lab_presets *ps,
+                       const char *readme);
+
 #endif

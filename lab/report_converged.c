@@ -197,7 +197,7 @@ int rep_converged_verdicts(const rep_grids *conv, FILE *f)
 static void intro(const char *out, const rep_grids *gs, const lab_names *want, int standalone,
                   FILE *f)
 {
-    fprintf(f, "## Converged headline rows\n\n");
+    fprintf(f, "## Long-budget headline rows (preset `converged`)\n\n");
     if (standalone) {
         char date[32];
         rep_date(date, sizeof date);
@@ -210,13 +210,17 @@ static void intro(const char *out, const rep_grids *gs, const lab_names *want, i
             fputc('\n', f);
     }
     fprintf(f, "The paper's headline cells with the full preset's settings (same seeds, data "
-               "order, batch, learning rate and cosine schedule) but the longer budgets below, "
-               "to see whether the validation curves stop moving: a grid is 'flat' when every "
-               "cell's metric moved by less than 0.5 (%% of perplexity or accuracy points) from "
-               "the periodic evaluation nearest 70 %% of the steps to the last one. The full "
-               "report's 'Against the paper' rows of these cells come from here, whether flat or "
-               "not: the next table says which, and the full report's budget ladder shows how "
-               "far the final metric still moves per doubling of the budget.\n\n");
+               "order, batch, learning rate and cosine schedule) but the longer budgets below. "
+               "The preset is named `converged` for the runs it resumes; its budgets are long, "
+               "not shown converged: whether an effect has settled is the verdict table's test "
+               "(the change per doubling of the budget against the interval). The next table "
+               "measures the late movement of the curves, from the periodic evaluation nearest "
+               "70 %% of the steps to the last ('flat': every cell moved by less than 0.5, %% of "
+               "perplexity or accuracy points); under the cosine schedule that stretch is the "
+               "learning rate's anneal, so 'flat' there is no test of convergence. The full "
+               "report's 'Against the paper' rows of these cells come from here, and its budget "
+               "ladder shows how far the final metric still moves per doubling of the "
+               "budget.\n\n");
     fprintf(f, "| grid | runs finished | steps |\n|---|---|---|\n");
     for (size_t k = 0; k < want->n; k++) {
         const rep_grid *x = rep_grid_named(gs, want->v[k]);
@@ -233,9 +237,9 @@ int rep_converged_section(const command *c, const char *out, const rep_grids *gs
                           const lab_names *want, int standalone, FILE *f)
 {
     intro(out, gs, want, standalone, f);
-    fprintf(f, "### Are they flat?\n\n");
+    fprintf(f, "### Late movement of the curves (the learning-rate anneal)\n\n");
     int code = rep_convergence_overview(c, gs, f);
-    fprintf(f, "\n### Against the paper (converged runs)\n\n" REP_VERDICT_HEAD);
+    fprintf(f, "\n### Against the paper (long-budget runs)\n\n" REP_VERDICT_HEAD);
     code = code ? code : rep_converged_verdicts(gs, f);
     fprintf(f, "\n");
     for (size_t k = 0; k < want->n && !code; k++) {
@@ -248,8 +252,11 @@ int rep_converged_section(const command *c, const char *out, const rep_grids *gs
         for (int t = 0; t < x->g.nT && !code; t++)
             for (int ci = 0; ci < x->g.nC && !code; ci++)
                 for (int fi = 0; fi < x->g.nffn && !code; fi++) {
-                    fprintf(f, "#### %s: T = %d, C = %d, %s FFN\n", x->name, x->g.T[t],
-                            x->g.C[ci], x->g.ffn[fi] ? "with" : "without");
+                    fprintf(f, "#### %s: T = %d, C = %d, %s FFN; %s, %ld steps, %d seeds, %s\n",
+                            x->name, x->g.T[t], x->g.C[ci], x->g.ffn[fi] ? "with" : "without",
+                            ba_task_name(x->g.task), x->g.train.steps, x->g.nseeds,
+                            x->g.task == BA_TASK_CHARLM ? "validation perplexity (lower is better)"
+                                                        : "held-out accuracy % (higher is better)");
                     code = lab_summary_section(&x->cs, x->g.T[t], x->g.C[ci], x->g.ffn[fi], f) < 0;
                 }
     }
@@ -349,12 +356,12 @@ int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t 
                 continue;
             if (!head++)
                 fprintf(f, "### What the longer budget changed\n\n"
-                           "Each converged row beside the fixed-budget row of the same cell and "
+                           "Each long-budget row beside the fixed-budget row of the same cell and "
                            "variant (its grid's steps, pairs/seeds, effect and verdict; the same "
                            "seeds where both have them). 'changed' compares the verdicts alone: an "
                            "effect that moved inside an interval that still holds zero is 'no'.\n\n"
                            "| task | T | C | FFN | variant | fixed budget: steps, pairs/seeds | "
-                           "effect [95 %% CI] | verdict | converged: steps, pairs/seeds | effect "
+                           "effect [95 %% CI] | verdict | long budget: steps, pairs/seeds | effect "
                            "[95 %% CI] | verdict | changed |\n"
                            "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
             fprintf(f, "| %s | %d | %d | %s | %s |", ba_task_name(cx->g.task), cr->T, cr->C,
@@ -463,9 +470,9 @@ static int ladder_rows(const command *c, const rep_grid *cx, const lab_effect_ro
     qsort(v, (size_t)nv, sizeof v[0], rung_cmp);
     if (!(*head)++)
         fprintf(f, "### Does the late movement shrink as the budget grows?\n\n"
-                   "The converged cells down the budget ladder: per variant, each budget's "
+                   "The long-budget cells down the budget ladder: per variant, each budget's "
                    "runs, mean final metric (perplexity; accuracy %%) and mean late change "
-                   "(the convergence criterion's: from the periodic evaluation nearest 70 %% of "
+                   "(from the periodic evaluation nearest 70 %% of "
                    "the steps to the last; %% of perplexity or accuracy points). Under the cosine "
                    "schedule the late stretch is where the learning rate anneals, so a change "
                    "that does not shrink as the budget grows measures the schedule, not a curve "

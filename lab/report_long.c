@@ -480,11 +480,13 @@ static int grid_part(const command *c, const rep_grids *gs, const rep_grid *x,
             g->train.steps, g->train.batch, g->train.lr, g->layers, g->layers == 1 ? "" : "s",
             g->heads, g->heads == 1 ? "" : "s", g->nseeds, g->nseeds == 1 ? "" : "s");
     if (done == x->cs.n)
-        fprintf(f, "all %d runs finished.\n\n", done);
+        fprintf(f, "all %d runs finished", done);
     else
         fprintf(f, "**incomplete: %d of %d runs finished** (an interrupted preset; the rows "
-                   "say which seeds are missing).\n\n",
+                   "say which seeds are missing)",
                 done, x->cs.n);
+    fprintf(f, ". Task charlm, width C = %d; metric: validation perplexity (lower is better).\n\n",
+            g->C[0]);
     for (int t = 0; t < g->nT && !code; t++)
         for (int ci = 0; ci < g->nC && !code; ci++)
             for (int fi = 0; fi < g->nffn && !code; fi++)

@@ -167,6 +167,23 @@ check 'awk "/variant softmax/ { s = 1 } s && \$1 == 4 { exit !(\$3 > 88.4999 && 
 check '[ -f "$P/curves_brackets_T8_C32_ffn1.dat" ] &&
        [ "$(grep -v "^#" "$P/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ]' \
     "learning curves: expected 3 steps x 2 variants"
+# the final evaluation (all 400 items) is a block of its own, drawn as a
+# point apart, never joined to the periodic ones (64 items): per variant a
+# block of 2 periodic points and a block of 1 final point
+check 'awk "/^# periodic/ { b = \"p\" } /^# final/ { b = \"f\" }
+            /^[0-9]/ { n[b]++; if (b == \"f\" && \$1 != 30) exit 1 }
+            END { exit !(n[\"p\"] == 4 && n[\"f\"] == 2) }" "$P/curves_brackets_T8_C32_ffn1.dat"' \
+    "learning curves: the final evaluations are not in blocks of their own"
+check '[ "$(grep -c "with yerrorbars .* notitle" "$P/learning_curves.gp")" = 2 ] &&
+       [ "$(grep -c "with yerrorlines" "$P/learning_curves.gp")" = 2 ] &&
+       grep -q "title \"final, all 400 items\"" "$P/learning_curves.gp"' \
+    "learning_curves.gp: finals not drawn apart, or no key entry for them"
+# every figure says its budget and the metric's direction
+check 'grep -q "brackets, T=8, C=32: 2 seeds, 100 steps" "$P/learning_curves.gp" &&
+       grep -q "same 64 items" "$P/learning_curves.gp" &&
+       grep -q "(higher is better)" "$P/learning_curves.gp" &&
+       grep -q "2 seeds, 100 steps" "$P/acc_vs_T.gp" && grep -q "(higher is better)" "$P/acc_vs_T.gp"' \
+    "a figure without seeds, steps or the metric's direction"
 check 'for g in acc_vs_T learning_curves; do [ -f "$P/$g.gp" ] || exit 1; done' "plot scripts missing"
 check '[ ! -e "$P/width_T4.gp" ]' "a width plot for a single C"
 if [ $GNUPLOT = 1 ]; then

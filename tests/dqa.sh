@@ -98,7 +98,7 @@ expect 2 "--instances 100000" -- "$LABBIN" dqa --ckpt "$TMP/m/model.safetensors"
 expect 2 "nonexistent" -- "$LABBIN" dqa --ckpt "$TMP/nonexistent.safetensors" --out "$TMP/x"
 
 # ------------------------------------- checkpoints trained with a sampler
-# The README's example (train --sampler direct --shots 64, then dqa --ckpt),
+# docs/cli.md's example (train --sampler direct --shots 64, then dqa --ckpt),
 # made tiny. The fields are checked against the model's exact attention:
 # its 64-shot attention differs from the exact one by ~0.05, so a check
 # against the model's own (sampled) forward fails here.

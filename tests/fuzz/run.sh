@@ -59,8 +59,10 @@ echo "fuzz: building into $bdir/ with $("$cc" --version | head -1)"
 t0=$(date +%s)
 # The library once, without the fuzzer's main (fuzzer-no-link), in parallel.
 pids=()
-for src in src/*.c; do
-    obj=$bdir/obj/$(basename "${src%.c}").o
+for src in src/*/*.c; do
+    rel=${src#src/}
+    obj=$bdir/obj/${rel//\//_}
+    obj=${obj%.c}.o
     "${cc}" "${flags[@]/-fsanitize=fuzzer,address,undefined/-fsanitize=fuzzer-no-link,address,undefined}" \
         -Wno-pass-failed -c "$src" -o "$obj" &
     pids+=($!)

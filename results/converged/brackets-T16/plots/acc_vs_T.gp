@@ -12,9 +12,9 @@ set key outside right top vertical
 set bars small
 set xtics (16)
 set xrange [15:17]
-set multiplot layout 1,2 title "brackets: held-out accuracy (%) vs T at C=4\nmean ± sd over seeds" font ",13"
+set multiplot layout 1,2 title "brackets: held-out accuracy (%) vs T at C=4\nmean ± sd over seeds (5 seeds, 64000 steps)" font ",13"
 set title "with FFN"
-set ylabel "held-out accuracy (%)"
+set ylabel "held-out accuracy, % (higher is better)"
 unset logscale y
 set ytics autofreq
 set yrange [81.7201:103.756]
@@ -23,7 +23,7 @@ plot 'brackets_C4_ffn1_vs_T.dat' index 0 using ($1-0.06):3:4 with yerrorlines li
      'brackets_C4_ffn1_vs_T.dat' index 2 using ($1+0.02):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
      'brackets_C4_ffn1_vs_T.dat' index 3 using ($1+0.06):3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced
 set title "without FFN (attention only)"
-set ylabel "held-out accuracy (%)"
+set ylabel "held-out accuracy, % (higher is better)"
 unset logscale y
 set ytics autofreq
 set yrange [81.7201:103.756]

@@ -12,8 +12,8 @@ set key outside right top vertical
 set bars small
 set xtics (20)
 set xrange [19:21]
-set title "brackets: held-out accuracy (%) vs T at C=4\nwith FFN; mean ± sd over seeds"
-set ylabel "held-out accuracy (%)"
+set title "brackets: held-out accuracy (%) vs T at C=4\nwith FFN\nmean ± sd over seeds (5 seeds, 64000 steps)"
+set ylabel "held-out accuracy, % (higher is better)"
 unset logscale y
 set ytics autofreq
 set yrange [83.939:96.1628]

@@ -12,8 +12,8 @@ set key outside right top vertical
 set bars small
 set xtics (16)
 set xrange [15:17]
-set title "charlm: validation perplexity vs T at C=64\nwith FFN; mean ± sd over seeds; the largest C run (others: width plots)"
-set ylabel "validation perplexity"
+set title "charlm: validation perplexity vs T at C=64\nwith FFN\nmean ± sd over seeds (5 seeds, 20000 steps); the largest C run (others: width plots)"
+set ylabel "validation perplexity (lower is better)"
 unset logscale y
 set ytics autofreq
 set yrange [6.05258:7.18959]

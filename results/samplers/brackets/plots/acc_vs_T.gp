@@ -12,8 +12,8 @@ set key outside right top vertical
 set bars small
 set xtics (8)
 set xrange [7:9]
-set title "brackets: held-out accuracy (%) vs T at C=16\nwith FFN; mean ± sd over seeds"
-set ylabel "held-out accuracy (%)"
+set title "brackets: held-out accuracy (%) vs T at C=16\nwith FFN\nmean ± sd over seeds (3 seeds, 1000 steps)"
+set ylabel "held-out accuracy, % (higher is better)"
 unset logscale y
 set ytics autofreq
 set yrange [79.6004:104.547]
