@@ -8,6 +8,7 @@
  * Ising runs with other engines is boltzattn-lab eval-engines.) */
 #include "grid.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -354,8 +355,18 @@ static int check_foreign(grid_state *s)
 {
     for (int i = 0; i < s->cells.n; i++) {
         const lab_cell *x = &s->cells.cells[i];
-        char name[256];
+        char name[256], dir[PATH_LEN], err[BA_ERR_LEN];
         lab_cell_name(&s->g, x->arm, x->T, x->C, x->ffn, x->seed, name, sizeof name);
+        /* nor is a damaged record (one the scan left out): it is repaired
+         * or moved by hand, never trained over */
+        lab_run r;
+        int st = x->run || mkpath(s->c, dir, "%s/runs/%s", s->dir, name)
+                     ? BA_ERR_IO
+                     : lab_run_read(dir, &r, err);
+        if (st == BA_OK)
+            lab_run_free(&r);
+        else if (st != BA_ERR_IO)
+            return usage_error(s->c, "%s: move the run away or repair its record", err);
         for (int j = 0; !x->run && j < s->runs.n; j++) {
             const lab_run *r = &s->runs.v[j];
             if (r->finished && strcmp(r->name, name) == 0)
@@ -372,54 +383,29 @@ static int check_foreign(grid_state *s)
     return 0;
 }
 
+/* A finished run that fills a cell by its keys but was trained with other
+ * settings (another --lr, --batch, --kinds...) is not the cell's: the
+ * grid is refused, naming the setting, rather than counting it finished
+ * or training over it. */
+static int check_settings(grid_state *s)
+{
+    for (int i = 0; i < s->cells.n; i++) {
+        const lab_cell *x = &s->cells.cells[i];
+        lab_diff d;
+        int df = x->run ? lab_run_differs(&s->g, x, x->run, &d) : 0;
+        if (df < 0)
+            return fail_lib(s->c, "out of memory", 1);
+        if (df)
+            return usage_error(s->c,
+                               "%s holds a finished run of this grid's cell trained with "
+                               "other settings: '%s' is %s there, %s asked now; rerun with "
+                               "its settings, or choose another --out",
+                               x->run->dir, d.key, d.a, d.b);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ sharing */
-
-/* Copies the regular files of run directory src into dst (created), the
- * lock file excepted. 0, or -1 with err filled. */
-static int copy_run(const char *src, const char *dst, char *err)
-{
-    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
-        return ba_fail(err, -1, "cannot create %.200s: %s", dst, strerror(errno));
-    DIR *d = opendir(src);
-    if (!d)
-        return ba_fail(err, -1, "cannot read %.200s: %s", src, strerror(errno));
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char from[PATH_LEN + 256], to[PATH_LEN + 256];
-        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
-        snprintf(to, sizeof to, "%s/%s", dst, e->d_name);
-        struct stat st;
-        if (stat(from, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        unsigned char *buf;
-        size_t len;
-        rc = ba_read_file(from, &buf, &len, err);
-        if (rc == BA_OK) {
-            rc = ba_write_file(to, buf, len, err);
-            free(buf);
-        }
-    }
-    closedir(d);
-    return rc ? -1 : 0;
-}
-
-/* Removes a run directory's regular files and the directory itself. */
-static void remove_run_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char f[PATH_LEN * 2];
-        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode))
-            unlink(f);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
 
 /* Puts a copy of run r under the cell's name. The copy is made aside and
  * renamed into place, so it appears whole; an unfinished run of that name
@@ -430,10 +416,10 @@ static int put_copy(grid_state *s, const lab_run *r, const char *name)
     if (mkpath(s->c, dst, "%s/runs/%s", s->dir, name) ||
         mkpath(s->c, tmp, "%s/runs/.%s.%ld.copy", s->dir, name, (long)getpid()))
         return 1;
-    remove_run_dir(tmp);
-    if (copy_run(r->dir, tmp, err))
+    lab_remove_run_dir(tmp);
+    if (lab_copy_run(r->dir, tmp, err))
         return fail_lib(s->c, err, 1);
-    remove_run_dir(dst);
+    lab_remove_run_dir(dst);
     if (rename(tmp, dst) != 0) {
         snprintf(err, sizeof err, "cannot rename %.200s to %.200s: %s", tmp, dst, strerror(errno));
         return fail_lib(s->c, err, 1);
@@ -652,6 +638,72 @@ static int extrapolate_mode(const command *c)
     return lab_extrapolate(c, dir, T2, items, B, is_set(c, "data") ? get_str(c, "data") : NULL);
 }
 
+/* Options given to --summary-only beside --out must be every option the
+ * grid was made with: the grid they describe is compared with DIR's. */
+static int same_grid(const command *c, int argc, char **argv, const lab_grid *g,
+                     const char *dir)
+{
+    static const char *const skip[] = {"threads", NULL};
+    if (!is_set(c, "task"))
+        return usage_error(c, "--summary-only reads the grid from %s/grid.json: give --out "
+                              "alone, or every option the grid was made with",
+                           dir);
+    lab_grid opt;
+    int rc = parse_grid(c, argc, argv, &opt);
+    if (rc)
+        return rc;
+    char *ja = lab_grid_json(g), *jb = lab_grid_json(&opt);
+    lab_diff d;
+    int df = ja && jb ? lab_json_diff(ja, jb, skip, &d) : -1;
+    cJSON_free(ja), cJSON_free(jb);
+    if (df < 0)
+        return fail_lib(c, "out of memory", 1);
+    if (df)
+        return usage_error(c, "--summary-only: the options describe another grid than "
+                              "%s/grid.json ('%s' is %s there, %s by the options): give --out "
+                              "alone to summarise the grid as it was made",
+                           dir, d.key, d.a, d.b);
+    return 0;
+}
+
+/* ablate --summary-only: the grid of DIR/grid.json summarised from its
+ * runs' records. Nothing but the summary's files (results.csv,
+ * results.json, summary.md, effects.csv) is written: not grid.json, not
+ * the runs (older runs are read as they are); --share-from copies nothing
+ * into a summary, and --data and --threads do not change it. */
+static int summary_mode(const command *c, int argc, char **argv)
+{
+    grid_state s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.dir = get_str(c, "out");
+    char path[PATH_LEN];
+    struct stat gs;
+    if (!s.dir || !*s.dir)
+        return usage_error(c, "option '--out' is required");
+    if (mkpath(c, path, "%s/grid.json", s.dir))
+        return EXIT_USAGE;
+    if (lstat(path, &gs) != 0) /* a grid never started: nothing is made for it */
+        return usage_error(c, "--summary-only: %s holds no grid (no grid.json): nothing to "
+                              "summarise",
+                           s.dir);
+    int given = 0, code;
+    for (const opt *o = c->opts; o->name; o++)
+        given |= o->set && strcmp(o->name, "out") != 0 && strcmp(o->name, "summary-only") != 0 &&
+                 strcmp(o->name, "threads") != 0 && strcmp(o->name, "share-from") != 0 &&
+                 strcmp(o->name, "data") != 0;
+    if ((code = lab_grid_read(c, s.dir, &s.g)) ||
+        (given && (code = same_grid(c, argc, argv, &s.g, s.dir))))
+        return code;
+    if (!(code = refresh(&s)))
+        code = lab_write_outputs(c, s.dir, &s.cells);
+    if (code == 0)
+        printf("results: %s/results.csv, %s/results.json, %s/summary.md\n", s.dir, s.dir, s.dir);
+    lab_cells_free(&s.cells);
+    lab_runs_free(&s.runs);
+    return code;
+}
+
 int cmd_ablate(int argc, char **argv)
 {
     const command *c = &ablate_cmd;
@@ -672,6 +724,8 @@ int cmd_ablate(int argc, char **argv)
         return extrapolate_mode(c);
     if (is_set(c, "extrapolate-items"))
         return usage_error(c, "--extrapolate-items needs --extrapolate");
+    if (is_set(c, "summary-only"))
+        return summary_mode(c, argc, argv);
     grid_state s;
     memset(&s, 0, sizeof s);
     s.c = c;
@@ -683,14 +737,12 @@ int cmd_ablate(int argc, char **argv)
     if ((rc = parse_grid(c, argc, argv, &s.g)))
         return rc;
     char path[PATH_LEN], err[BA_ERR_LEN];
-    /* A summary of a grid that was never started would be an empty one
-     * written into a directory made for it. */
+    /* grid.json is replaced below: one that is not a file is refused */
     struct stat gs;
-    if (is_set(c, "summary-only") &&
-        (mkpath(c, path, "%s/grid.json", s.dir) || stat(path, &gs) != 0 || !S_ISREG(gs.st_mode)))
-        return usage_error(c, "--summary-only: %s holds no grid (no grid.json): nothing to "
-                              "summarise",
-                           s.dir);
+    if (mkpath(c, path, "%s/grid.json", s.dir))
+        return EXIT_USAGE;
+    if (lstat(path, &gs) == 0 && (stat(path, &gs) != 0 || !S_ISREG(gs.st_mode)))
+        return usage_error(c, "%s is not a regular file: not replacing it", path);
     if (mkpath(c, path, "%s/runs", s.dir))
         return EXIT_USAGE;
     if (make_dirs(path, err))
@@ -710,13 +762,15 @@ int cmd_ablate(int argc, char **argv)
         if (!code)
             code = check_foreign(&s);
         if (!code)
+            code = check_settings(&s);
+        if (!code)
             code = lab_grid_write(c, s.dir, &s.g);
-        for (int i = 0; i < nshare && !code && !is_set(c, "summary-only"); i++)
+        for (int i = 0; i < nshare && !code; i++)
             code = share_from(&s, share[i]);
     }
     if (mpi_size() > 1 && !(code = mpi_agree(code)) && !lead)
         code = refresh(&s);
-    if (!code && !is_set(c, "summary-only"))
+    if (!code)
         code = train_missing(&s, data_path);
     if (mpi_size() > 1)
         code = mpi_agree(code);

@@ -183,6 +183,14 @@ static cJSON *grid_object(const lab_grid *g)
     return o;
 }
 
+char *lab_grid_json(const lab_grid *g)
+{
+    cJSON *o = grid_object(g);
+    char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return txt;
+}
+
 int lab_grid_write(const command *c, const char *dir, const lab_grid *g)
 {
     char path[PATH_LEN], err[BA_ERR_LEN];
@@ -343,12 +351,16 @@ int lab_grid_read(const command *c, const char *dir, lab_grid *g)
     char path[PATH_LEN];
     if (mkpath(c, path, "%s/grid.json", dir))
         return 2;
-    char *txt = lab_slurp(path);
-    if (!txt) {
-        fprintf(stderr, "%s %s: cannot read %s: not a grid of 'boltzattn ablate'?\n", prog,
-                c->cmd, path);
+    unsigned char *buf;
+    size_t len;
+    char err[BA_ERR_LEN];
+    /* a FIFO, a directory, a device or a symlink loop is refused by the
+     * reader (never waited on), and named */
+    if (ba_read_file(path, &buf, &len, err) != BA_OK) {
+        fprintf(stderr, "%s %s: %s: not a grid of 'boltzattn ablate'?\n", prog, c->cmd, err);
         return 2;
     }
+    char *txt = (char *)buf;
     cJSON *o = cJSON_Parse(txt);
     free(txt);
     const char *bad = "JSON";

@@ -123,6 +123,11 @@ void lab_runs_free(lab_runs *rs);
  * quietly; a damaged complete line is a warning. A missing log is no
  * error (none). 0 or an exit code (out of memory). */
 int lab_metrics_read(const command *c, const char *dir, ba_record **recs, int *n);
+/* Copies the regular files of run directory src into dst (created), the
+ * lock file excepted (ablate --share-from). 0, or -1 with err filled. */
+int lab_copy_run(const char *src, const char *dst, char *err);
+/* Removes a run directory's regular files and the directory itself. */
+void lab_remove_run_dir(const char *dir);
 /* The raw text of a run's settings object, for reports: "sampler" of the
  * config or the whole "train" (malloc'd, or NULL). */
 char *lab_run_sampler_json(const lab_run *r);
@@ -224,6 +229,25 @@ int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab
 void lab_cells_free(lab_cells *cs);
 const lab_cell *lab_cells_find(const lab_cells *cs, int arm, int T, int C, int ffn,
                                uint64_t seed);
+
+/* The first difference of two JSON objects (descending into objects):
+ * its key ("train.lr") and each side's value as JSON. */
+typedef struct {
+    char key[96], a[128], b[128];
+} lab_diff;
+/* 1 with *d filled when objects ja and jb differ outside the top-level
+ * keys of skip (NULL-ended, or NULL), 0 when not, -1 when either is not a
+ * JSON object (identity.c). */
+int lab_json_diff(const char *ja, const char *jb, const char *const *skip, lab_diff *d);
+/* Whether finished run r, matched to cell x by its keys, was trained with
+ * other settings than the grid asks of x: 1 with *d (a: the run's, b: the
+ * grid's), 0 when not, -1 out of memory. Compared: the model config (the
+ * engine as lab_cells_match compares it; a charlm run's vocabulary is its
+ * data's), the data spec and every training setting but the thread count,
+ * the data path and the log and save intervals. */
+int lab_run_differs(const lab_grid *g, const lab_cell *x, const lab_run *r, lab_diff *d);
+/* grid.json's object of g as compact JSON (malloc'd), or NULL. */
+char *lab_grid_json(const lab_grid *g);
 
 /* ------------------------------------------------------- summaries */
 

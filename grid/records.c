@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- runs */
@@ -114,6 +115,26 @@ static int read_legacy(const char *dir, ba_run_info *r, char *err)
     return rc;
 }
 
+/* The key of a finished run's result that is not a finite number, or
+ * NULL: the metrics summaries and tables show (the grid's and the loss)
+ * and the training time. */
+static const char *finite_result(const lab_run *r)
+{
+    const ba_run_info *i = &r->info;
+    int lm = r->task == BA_TASK_CHARLM;
+    if (!r->finished)
+        return NULL;
+    if (!isfinite(i->result.loss))
+        return "val_loss";
+    if (!isfinite(r->value))
+        return lm ? "val_ppl" : "val_acc";
+    if (r->has_exact && !isfinite(i->exact.loss))
+        return "exact_val_loss";
+    if (r->has_exact && !isfinite(r->exact_value))
+        return lm ? "exact_val_ppl" : "exact_val_acc";
+    return isfinite(r->wall_s) ? NULL : "wall_s";
+}
+
 int lab_run_read(const char *dir, lab_run *r, char *err)
 {
     memset(r, 0, sizeof *r);
@@ -121,7 +142,8 @@ int lab_run_read(const char *dir, lab_run *r, char *err)
     if (rc == BA_ERR_IO && access(dir, F_OK) == 0) {
         char path[PATH_LEN + 16];
         snprintf(path, sizeof path, "%s/run.json", dir);
-        if (access(path, F_OK) != 0) { /* no run.json: perhaps an older run */
+        struct stat sb;
+        if (lstat(path, &sb) != 0) { /* no run.json: perhaps an older run */
             memset(&r->info, 0, sizeof r->info);
             rc = read_legacy(dir, &r->info, err);
             r->legacy = rc == BA_OK;
@@ -152,6 +174,13 @@ int lab_run_read(const char *dir, lab_run *r, char *err)
     r->has_exact = i->has_exact;
     r->exact_value = lm ? i->exact.ppl : i->exact.accuracy;
     r->wall_s = i->train_s;
+    const char *bad = finite_result(r);
+    if (bad) { /* a hand-edited record (1e999): no table shows it */
+        int rc = ba_fail(err, BA_ERR_FORMAT, "%.200s/%s: '%s' is not a finite number", dir,
+                         r->legacy ? "result.json" : "run.json", bad);
+        lab_run_free(r);
+        return rc;
+    }
     return BA_OK;
 }
 
@@ -222,12 +251,26 @@ void lab_names_free(char **names, int n)
     free(names);
 }
 
+/* Whether dir has an entry run.json of any kind (a dangling link, a FIFO,
+ * a directory...): a record that is there but cannot be read is an error,
+ * never a run skipped as unfinished. */
+static int record_there(const char *dir)
+{
+    char path[PATH_LEN + 16];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    return lstat(path, &sb) == 0;
+}
+
 int lab_runs_scan(const command *c, const char *grid, lab_runs *out)
 {
     out->v = NULL, out->n = 0;
     char path[PATH_LEN];
+    struct stat sb;
     if (mkpath(c, path, "%s/runs", grid))
         return 1;
+    if (lstat(path, &sb) == 0 && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return usage_error(c, "%s is not a directory of runs", path);
     char **names;
     int nn, code = 0;
     if (lab_list_dir(path, NULL, NULL, &names, &nn)) {
@@ -251,6 +294,8 @@ int lab_runs_scan(const command *c, const char *grid, lab_runs *out)
             code = fail_lib(c, err, 1);
         else if (st != BA_ERR_IO)
             fprintf(stderr, "%s %s: warning: %s; run left out\n", prog, c->cmd, err);
+        else if (record_there(dir))
+            code = fail_lib(c, err, 2); /* a FIFO, a directory, a loop */
     }
     lab_names_free(names, nn);
     if (code)
@@ -272,14 +317,13 @@ int lab_metrics_read(const command *c, const char *dir, ba_record **recs, int *n
     char path[PATH_LEN], err[BA_ERR_LEN];
     if (mkpath(c, path, "%s/metrics.jsonl", dir))
         return 1;
-    if (access(path, F_OK) != 0)
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
         return 0; /* a run without a log has no records */
     unsigned char *buf;
     size_t size;
-    if (ba_read_file(path, &buf, &size, err) != BA_OK) {
-        fprintf(stderr, "%s %s: warning: %s; no records read\n", prog, c->cmd, err);
-        return 0;
-    }
+    if (ba_read_file(path, &buf, &size, err) != BA_OK) /* a FIFO, a directory, a loop */
+        return fail_lib(c, err, 2);
     char *txt = (char *)buf, *end = txt + size;
     long lineno = 0;
     int cap = 0, code = 0;
@@ -317,4 +361,53 @@ int lab_metrics_read(const command *c, const char *dir, ba_record **recs, int *n
     }
     free(buf);
     return code;
+}
+
+/* ------------------------------------------------ copies of runs */
+
+/* Copies the regular files of run directory src into dst (created), the
+ * lock file excepted. 0, or -1 with err filled. (declared in grid.h) */
+int lab_copy_run(const char *src, const char *dst, char *err)
+{
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST)
+        return ba_fail(err, -1, "cannot create %.200s: %s", dst, strerror(errno));
+    DIR *d = opendir(src);
+    if (!d)
+        return ba_fail(err, -1, "cannot read %.200s: %s", src, strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char from[PATH_LEN + 256], to[PATH_LEN + 256];
+        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dst, e->d_name);
+        struct stat st;
+        if (stat(from, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        unsigned char *buf;
+        size_t len;
+        rc = ba_read_file(from, &buf, &len, err);
+        if (rc == BA_OK) {
+            rc = ba_write_file(to, buf, len, err);
+            free(buf);
+        }
+    }
+    closedir(d);
+    return rc ? -1 : 0;
+}
+
+/* Removes a run directory's regular files and the directory itself. */
+void lab_remove_run_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char f[PATH_LEN * 2];
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode))
+            unlink(f);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
 }

@@ -34,7 +34,16 @@ static int is_file(const char *dir, const char *name, const char *tail)
            stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-static int has_grid(const char *dir, const char *name) { return is_file(dir, name, "/grid.json"); }
+/* A subdirectory with an entry grid.json of any kind: one that is not a
+ * file (a FIFO, a directory, a loop) is refused by lab_grid_read, naming
+ * it, never skipped. */
+static int has_grid(const char *dir, const char *name)
+{
+    char path[PATH_LEN];
+    struct stat sb;
+    return snprintf(path, sizeof path, "%s/%s/grid.json", dir, name) < (int)sizeof path &&
+           lstat(path, &sb) == 0;
+}
 
 static int is_png(const char *dir, const char *name)
 {
