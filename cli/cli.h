@@ -56,6 +56,17 @@ int mpi_size(void);
  * all. Every rank calls it at the same points (a rank that fails before a
  * command's first one meets it in mpi_finish). */
 int mpi_agree(int code);
+/* mpi_agree where a command's ranks first meet, before any work, and then
+ * (all well) every rank's settings compared with rank 0's: train's (the
+ * command, fresh or resumed, the run directory dir, the model config and
+ * data spec, the charlm text's size and hash, the training settings but
+ * the thread count, the step and the weights' hash) or ablate's (the grid
+ * directory, the grid as lab_grid_json writes it but the thread count,
+ * and for charlm the data path). Settings that differ: 2 on every rank,
+ * rank 0 naming the first difference ("T = 10, not 8"). A rank elsewhere
+ * (one that ended its command with 0 without meeting the others): 2. */
+int mpi_agree_train(int code, ba_trainer *t, const char *dir, int fresh);
+int mpi_agree_grid(int code, const char *dir, const char *data_path, const char *grid_json);
 /* From here on the ranks meet at every step (a data-parallel training),
  * or (0) no longer: they left it together (a stop they agreed on). */
 void mpi_lockstep(int on);

@@ -26,7 +26,8 @@ static volatile sig_atomic_t in_final_eval;
 /* The other ranks of an MPI job: rank 0 says it for all. */
 static volatile sig_atomic_t signal_quiet;
 
-/* First SIGINT/SIGTERM: finish the step, save, exit. Second: die at once,
+/* First SIGINT/SIGTERM: stop (a long step is abandoned within about one
+ * query's time and redone on resume), save, exit. Second: die at once,
  * by the signal's default action, even in the middle of the save (whose
  * temporary file never replaces the last complete one). Only
  * async-signal-safe calls here. */
@@ -40,8 +41,9 @@ static void on_stop_signal(int sig)
     stop_signal = sig;
     if (signal_quiet)
         return;
-    static const char msg[] = "\nboltzattn: signal received: stopping after this step to save a checkpoint "
-                              "(a second signal exits at once, without saving)\n";
+    static const char msg[] = "\nboltzattn: signal received: stopping to save a checkpoint (a step in "
+                              "progress is abandoned and redone on --resume; a second signal "
+                              "exits at once, without saving)\n";
     static const char fin[] = "\nboltzattn: signal received: stopping the final evaluation (the "
                               "trained model is saved; --resume evaluates it)\n";
     ssize_t w = in_final_eval ? write(STDERR_FILENO, fin, sizeof fin - 1)
@@ -463,8 +465,9 @@ static int train_into(const command *c, ba_trainer *t, const char *dir, int fres
     ba_reducer red;
     if (!code && mpi_reducer(&red) && (st = ba_trainer_set_reducer(t, &red, err)))
         code = st == BA_ERR_ARG ? usage_error(c, "%s", err) : fail_lib(c, err, 1);
-    /* every rank's start agreed: one that cannot start stops them all */
-    if ((code = mpi_agree(code))) {
+    /* every rank's start agreed (one that cannot start stops them all), and
+     * its settings the same as rank 0's */
+    if ((code = mpi_agree_train(code, t, dir, fresh))) {
         if (lk.fd >= 0)
             release_lock(&lk);
         return code;
@@ -542,6 +545,11 @@ static int check_out_dir(const command *c, const char *dir)
         return usage_error(c, "--out: the path is empty");
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return usage_error(c, "--out %s: exists and is not a directory", dir);
+    /* a link to nothing, a loop of links, a path through a file: not a
+     * directory to be either */
+    if (stat(dir, &st) != 0 && (errno != ENOENT || lstat(dir, &st) == 0))
+        return usage_error(c, "--out %s: not a directory to write into (%s)", dir,
+                           errno == ENOENT ? "a symbolic link to nothing" : strerror(errno));
     return 0;
 }
 

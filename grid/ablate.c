@@ -743,6 +743,11 @@ int cmd_ablate(int argc, char **argv)
         return EXIT_USAGE;
     if (lstat(path, &gs) == 0 && (stat(path, &gs) != 0 || !S_ISREG(gs.st_mode)))
         return usage_error(c, "%s is not a regular file: not replacing it", path);
+    /* the grid's directory: one to be, or one there (not a link to
+     * nothing, a loop of links, or a path through a file) */
+    if (stat(s.dir, &gs) != 0 ? errno != ENOENT || lstat(s.dir, &gs) == 0
+                              : !S_ISDIR(gs.st_mode))
+        return usage_error(c, "--out %s: not a directory to write into", s.dir);
     if (mkpath(c, path, "%s/runs", s.dir))
         return EXIT_USAGE;
     if (make_dirs(path, err))
@@ -755,6 +760,13 @@ int cmd_ablate(int argc, char **argv)
      * and once all are done rank 0 writes the results: the same cells,
      * seeds and files as one process. */
     int lead = mpi_rank() == 0, code = 0;
+    if (mpi_size() > 1) { /* every rank's grid against rank 0's, before any work */
+        char *gj = lab_grid_json(&s.g);
+        code = mpi_agree_grid(gj ? 0 : fail_lib(c, "out of memory", 1), s.dir, data_path, gj);
+        cJSON_free(gj);
+        if (code)
+            return code;
+    }
     if (lead) {
         code = refresh(&s);
         if (!code)

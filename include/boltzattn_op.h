@@ -109,6 +109,10 @@ size_t ba_attn_op_j_size(const ba_attn_op_desc *desc);
  * precision. Buffers are kept and grown across calls. Owned by the caller:
  * ba_attn_op_ctx_free (NULL accepted). BA_ERR_ARG for out NULL,
  * BA_ERR_NOMEM. */
+/* The largest |J| the op accepts (BA_ERR_ARG beyond): trained couplings
+ * are of order 1-10, and far larger ones overflow the engines' sums. */
+#define BA_ATTN_OP_MAX_COUPLING 1e6
+
 typedef struct ba_attn_op_ctx ba_attn_op_ctx;
 int ba_attn_op_ctx_new(ba_attn_op_ctx **out, char *err);
 void ba_attn_op_ctx_free(ba_attn_op_ctx *ctx);
@@ -121,7 +125,9 @@ void ba_attn_op_ctx_free(ba_attn_op_ctx *ctx);
  * desc (ba_attn_op_check; BA_ERR_LIMIT for T beyond the engine's limit);
  * BA_ERR_NUMERIC naming the first non-finite value of q, k, v or of a
  * coupling the op reads (by index and coordinates, before anything is
- * computed), or a field that overflowed in an Ising engine; BA_ERR_NOMEM.
+ * computed), a field q.k scale that overflows, or a log-weight an Ising
+ * engine could not form (NaN); BA_ERR_ARG naming a coupling the op reads
+ * beyond |J| <= BA_ATTN_OP_MAX_COUPLING; BA_ERR_NOMEM.
  * On failure out is unspecified and ctx holds no forward. */
 int ba_attn_op_forward_f32(ba_attn_op_ctx *ctx, const ba_attn_op_desc *desc, const float *q,
                            const float *k, const float *v, const float *J, float *out,
@@ -143,9 +149,13 @@ int ba_attn_op_forward_f64(ba_attn_op_ctx *ctx, const ba_attn_op_desc *desc, con
  * Errors: BA_ERR_ARG naming a NULL ctx, q, k, v, J (Ising attention), dout,
  * dq, dk or dv, a ctx without a forward, or a forward in the other
  * precision; BA_ERR_NUMERIC naming the first non-finite value of dout (by
- * index and coordinates, before anything is computed), or from an
- * approximate engine's adjoint; BA_ERR_NOMEM. On failure the gradients are
- * unspecified. */
+ * index and coordinates, before anything is computed), a query of Ising
+ * attention whose every key is too unlikely to differentiate in double
+ * (largest log P(s = +1) below -600: fields below about -300; naming the
+ * head, batch, query, key, field and engine), a non-finite gradient an
+ * engine returned (naming it), or from an approximate engine's adjoint;
+ * BA_ERR_NOMEM. Never a non-finite gradient with BA_OK. On failure the
+ * gradients are unspecified. */
 int ba_attn_op_backward_f32(ba_attn_op_ctx *ctx, const float *q, const float *k, const float *v,
                             const float *J, const float *dout, float *dq, float *dk, float *dv,
                             float *dJ, char *err);

@@ -179,8 +179,15 @@ typedef struct {
     int (*record)(const ba_record *r, void *user, char *err);
     /* after every step, with a train record of it (logged or not) */
     void (*progress)(const ba_record *r, void *user);
-    /* polled after every step and every batch of the final evaluation:
-     * non-zero asks the run to stop at a save point now (a signal, say) */
+    /* polled after every step and every batch of the final evaluation,
+     * and inside a step by the attention layers (between heads) and the
+     * engines (between queries), from OpenMP threads too: so it must only
+     * read (a volatile sig_atomic_t a signal handler sets, say). Non-zero
+     * asks the run to stop at a save point now: a step it interrupts is
+     * abandoned, changing nothing (weights, moments, RNGs), and the run
+     * saves the step before it, so a long step (T = 4096) stops within
+     * about one query's time per thread and the resume redoes it
+     * bit for bit */
     int (*stop)(void *user);
     void *user;
     /* during the final evaluation, after every batch: items done of total

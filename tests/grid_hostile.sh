@@ -104,5 +104,13 @@ expect 0 "'val_loss' is not a finite number" -- "$BIN" ablate --out "$N" --summa
 sed -i 's/"val_loss":\([[:space:]]*\)1e999/"val_loss":\11/; s/"train_s":\([[:space:]]*\)[0-9.e-]*/"train_s":\11e999/' "$nr/run.json"
 expect 0 "is not a finite number" -- "$BIN" ablate --out "$N" --summary-only
 
+# ---- a grid directory that is a link to nothing, a loop, a path through a file
+ln -s "$TMP/gl" "$TMP/gl"
+ln -s "$TMP/nowhere/g" "$TMP/gd"
+for d in "$TMP/gl" "$TMP/gd" "$G/grid.json/x"; do
+    expect 2 "--out $d: not a directory to write into" -- "$BIN" ablate "${A[@]}" --out "$d"
+done
+[ ! -e "$TMP/nowhere" ] && ok || bad "ablate made the target of a dangling link"
+
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

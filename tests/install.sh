@@ -30,8 +30,21 @@ libdir=$(dirname "$(find "$prefix" -name libboltzattn.a | head -n 1)")
 [ -n "$libdir" ] && [ -d "$libdir" ] || fail "libboltzattn.a not installed"
 
 # ---------------------------------------------------------------- files
-for f in include/boltzattn.h include/boltzattn_train.h include/boltzattn_op.h include/boltzattn_samplers.h; do
+for f in include/boltzattn.h include/boltzattn_ising.h include/boltzattn_samplers.h include/boltzattn_train.h \
+         include/boltzattn_op.h; do
     [ -f "$prefix/$f" ] || fail "$f not installed"
+done
+# every header of include/ and nothing else, each compiling on its own (C
+# and, where there is one, C++); boltzattn.h brings in the others
+diff <(cd "$src/include" && ls -- *.h) <(cd "$prefix/include" && ls -- *.h) >"$tmp/headers" || {
+    cat "$tmp/headers"; fail "the installed headers are not those of include/"; }
+for h in "$prefix"/include/*.h; do
+    echo "#include <$(basename "$h")>" | "$cc" -std=c11 -Wall -Wextra -Werror -fsyntax-only \
+        -I "$prefix/include" -x c - || fail "$(basename "$h") does not compile alone"
+    if command -v c++ >/dev/null; then
+        echo "#include <$(basename "$h")>" | c++ -Wall -Wextra -Werror -fsyntax-only \
+            -I "$prefix/include" -x c++ - || fail "$(basename "$h") does not compile alone as C++"
+    fi
 done
 for f in libboltzattn.so.0.1.0 pkgconfig/boltzattn.pc cmake/boltzattn/boltzattnConfig.cmake \
          cmake/boltzattn/boltzattnConfigVersion.cmake cmake/boltzattn/boltzattnTargets.cmake; do

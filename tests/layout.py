@@ -11,8 +11,14 @@ Fails (exit 1, one line per finding) when:
     or a circle of calls between files (strongly connected components of
     the file graph built from `nm`: file A -> B when A uses a symbol that B
     alone defines);
-  - a C file of src/, cli/, grid/, lab/ or bench/ is over 800 lines, or one of its
-    functions is over 150 lines;
+  - a C file of src/, cli/, grid/, lab/ or bench/ or a public header
+    (include/*.h) is over 800 lines, or one of its functions is over 150
+    lines;
+  - a public header is neither included by boltzattn.h (directly or through
+    another public header, so that `#include <boltzattn.h>` serves) nor
+    marked standalone (the words "standalone header" in its opening
+    comment), or CMakeLists.txt does not name it (it would not be
+    installed);
   - two headers anywhere in the tree share a file name;
   - docs/design.md does not name every folder of src/ in its layer map or
     every engine of the engine table (`boltzattn engines --names`).
@@ -184,7 +190,7 @@ def check_graph(build, findings):
 
 
 def check_sizes(root, findings):
-    for top in ("src", "cli", "grid", "lab", "bench"):
+    for top in ("src", "cli", "grid", "lab", "bench", "include"):
         for path in walk(root, top, (".c", ".h")):
             r = rel(root, path)
             lines = open(path, encoding="utf-8").read().split("\n")
@@ -201,6 +207,36 @@ def check_sizes(root, findings):
                         findings.append("%s:%d: a function of %d lines (at most %d)"
                                         % (r, start - 1, n - start + 2, MAX_FUNC_LINES))
                     start = None
+
+
+def check_public_headers(root, findings):
+    """include/*.h: reached from boltzattn.h through the public headers'
+    own #include "..." lines, or standalone; named in CMakeLists.txt."""
+    inc = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]')
+    top = os.path.join(root, "include")
+    headers = sorted(f for f in os.listdir(top) if f.endswith(".h"))
+    if "boltzattn.h" not in headers:
+        findings.append("include/boltzattn.h is missing")
+        return
+    text = {h: open(os.path.join(top, h), encoding="utf-8").read() for h in headers}
+    reached, todo = set(), ["boltzattn.h"]
+    while todo:
+        h = todo.pop()
+        if h in reached:
+            continue
+        reached.add(h)
+        for line in text[h].split("\n"):
+            m = inc.match(line)
+            if m and m.group(1) in text:
+                todo.append(m.group(1))
+    cmake = open(os.path.join(root, "CMakeLists.txt"), encoding="utf-8").read()
+    for h in headers:
+        opening = text[h].split("*/", 1)[0]
+        if h not in reached and "standalone header" not in re.sub(r"[\s*]+", " ", opening):
+            findings.append("include/%s: not included by boltzattn.h, and its opening comment does "
+                            "not call it a standalone header" % h)
+        if "include/%s" % h not in cmake:
+            findings.append("include/%s: CMakeLists.txt does not name it (not installed)" % h)
 
 
 def check_header_names(root, findings):
@@ -241,6 +277,7 @@ def main():
     check_includes(root, findings)
     check_graph(build, findings)
     check_sizes(root, findings)
+    check_public_headers(root, findings)
     check_header_names(root, findings)
     check_design(root, tool, findings)
     for f in findings:

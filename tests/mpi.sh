@@ -9,6 +9,11 @@
 #   to the bit; with another N: it finishes);
 # - a stop asked with SIGTERM stops every rank at one save point;
 # - a batch the ranks cannot share, a command that does not run on ranks;
+# - ranks started with different settings (an MPMD launch), for train and
+#   ablate: every rank stops before any work with exit code 2, within a
+#   timeout, rank 0 naming the setting that differs; a refusal on one rank
+#   only (a missing data file, a bad option, --help) or a locked output
+#   directory on rank 0 ends every rank, the failed rank's words shown;
 # - `ablate` with 2 ranks trains the grid of one process, cell for cell.
 # Skips (77) where the tool was built without MPI or mpirun is missing.
 BIN=${1:?usage: mpi.sh PATH/TO/boltzattn}
@@ -73,6 +78,90 @@ expect 2 "does not divide among 5 ranks" -- run_np 5 train "${ARGS[@]}" --out "$
 [ ! -e "$TMP/n5/run.json" ] && ok || bad "a refused run left a run record"
 expect 2 "does not run on several MPI ranks" -- run_np 2 eval --ckpt "$TMP/n1/model.safetensors"
 expect 2 "already holds" -- run_np 2 train "${ARGS[@]}" --out "$TMP/n2"
+
+# ---- ranks that disagree: mpmd N ARGS0... :: ARGS1... starts N ranks
+# with the first command line and one more with the second
+mpmd() {
+    local n=$1 a=() b=() seen=0
+    shift
+    for x in "$@"; do
+        if [ "$x" = "::" ]; then seen=1
+        elif [ $seen = 0 ]; then a+=("$x")
+        else b+=("$x"); fi
+    done
+    timeout 60 "$MPIRUN" --oversubscribe --bind-to none -np "$n" "$BIN" "${a[@]}" : -np 1 "$BIN" "${b[@]}"
+}
+# refused CODE PATTERN DIR N ARGS0... :: ARGS1...: the job ends with CODE
+# within the timeout, its output names PATTERN, nothing crashed or aborted,
+# and DIR (if not empty) holds no run record
+refused() {
+    local code=$1 pat=$2 dir=$3 out rc
+    shift 3
+    out=$(mpmd "$@" 2>&1)
+    rc=$?
+    [ $rc = "$code" ] && ok || bad "$pat: exit code $rc (124: hung), expected $code: $out"
+    grep -qF -- "$pat" <<<"$out" && ok || bad "the output lacks '$pat': $out"
+    ! grep -qE 'AddressSanitizer|runtime error:|MPI_ABORT|MPI_ERR|Segmentation|signal [0-9]' <<<"$out" &&
+        ok || bad "$pat: a crash or an abort: $out"
+    { [ -z "$dir" ] || [ ! -e "$dir/run.json" ]; } && ok || bad "$pat: a refused run left a run record"
+}
+D=$TMP/dis
+SMALL=("${ARGS[@]}" --steps 20 --out "$D")
+refused 2 "rank 1's settings differ from rank 0's: T = 10, not 8" "$D" \
+    1 train "${SMALL[@]}" :: train "${SMALL[@]}" --T 10
+refused 2 "rank 1's settings differ from rank 0's: embd = 32, not 16" "$D" \
+    1 train "${SMALL[@]}" :: train "${SMALL[@]}" --embd 32
+refused 2 "lr = 0.004, not 0.003" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --lr 0.004
+refused 2 "seed = 2, not 1" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --seed 2
+refused 2 "steps = 30, not 20" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --steps 30
+refused 2 "batch = 24, not 12" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --batch 24
+refused 2 "attn = softmax, not boltzmann" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --attn softmax
+refused 2 "engine = reference, not auto" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --engine reference
+refused 2 "out = $TMP/dis2, not $D" "$D" 1 train "${SMALL[@]}" :: train "${SMALL[@]}" --out "$TMP/dis2"
+# the third of three ranks
+refused 2 "rank 2's settings differ from rank 0's: eval-every = 5, not 25" "$D" \
+    2 train "${SMALL[@]}" :: train "${SMALL[@]}" --eval-every 5
+# the data: two charlm texts of one size and alphabet
+python3 - "$TMP/a.txt" "$TMP/b.txt" <<'EOF'
+import random, sys
+for seed, path in enumerate(sys.argv[1:]):
+    random.seed(seed)
+    open(path, "w").write("".join(random.choice("abcdefgh \n") for _ in range(20000)))
+EOF
+CHAR=(--task charlm --attn softmax --T 8 --embd 16 --steps 10 --batch 8 --threads 1 --quiet --out "$D")
+refused 2 "rank 1's settings differ from rank 0's: data = a text of 20000 bytes" "$D" \
+    1 train "${CHAR[@]}" --data "$TMP/a.txt" :: train "${CHAR[@]}" --data "$TMP/b.txt"
+# ablate, and two commands
+GSMALL=(--task brackets --arm softmax,boltzmann --T 6 --embd 8 --seeds 1 --steps 10 --batch 8
+        --eval-every 0 --eval-items 16 --threads 1 --out "$TMP/gd")
+refused 2 "rank 1's settings differ from rank 0's: steps = 20, not 10" "" \
+    1 ablate "${GSMALL[@]}" :: ablate "${GSMALL[@]}" --steps 20
+refused 2 "rank 1's settings differ from rank 0's: T = [8], not [6]" "" \
+    1 ablate "${GSMALL[@]}" :: ablate "${GSMALL[@]}" --T 8
+[ ! -e "$TMP/gd/grid.json" ] && ok || bad "ablate: ranks that disagree wrote grid.json"
+refused 2 "command = train, not ablate" "" 1 ablate "${GSMALL[@]}" :: train "${SMALL[@]}"
+# a refusal on one rank only: every rank ends, rank 0 shows why
+refused 2 "[rank 1] boltzattn train: cannot read data file $TMP/none.txt" "$D" \
+    1 train "${CHAR[@]}" --data "$TMP/a.txt" :: train "${CHAR[@]}" --data "$TMP/none.txt"
+refused 2 "[rank 1] boltzattn ablate: --arm" "" \
+    1 ablate "${GSMALL[@]}" :: ablate "${GSMALL[@]}" --arm softmax
+refused 2 "rank 2 ended its command (exit code 0) without meeting the others" "$D" \
+    2 train "${SMALL[@]}" :: train "${SMALL[@]}" --help
+# the output directory locked by another process: rank 0 refuses, all end
+mkdir -p "$TMP/locked"
+python3 - "$TMP/locked/.lock" <<'EOF' &
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+fcntl.lockf(f, fcntl.LOCK_EX)
+open(sys.argv[1] + ".held", "w").close()
+time.sleep(60)
+EOF
+holder=$!
+for _ in $(seq 1 500); do [ -e "$TMP/locked/.lock.held" ] && break; sleep 0.01; done
+refused 2 "is in use by process $holder" "$TMP/locked" \
+    1 train "${SMALL[@]}" --out "$TMP/locked" :: train "${SMALL[@]}" --out "$TMP/locked"
+kill $holder 2>/dev/null
+wait $holder 2>/dev/null
 
 # ---- a rank killed, then resumed
 LONG=(--task brackets --attn boltzmann --T 8 --embd 16 --heads 2 --steps 600 --batch 12

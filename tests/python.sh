@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Python package (python/boltzattn; docs/python.md) against the library
 # it wraps and the command line: tests/python/test_numpy.py (numpy only),
-# then tests/python/test_torch.py (PyTorch), and the docs' example
+# then tests/python/test_torch.py (PyTorch), tests/python/test_hostile.py
+# (hostile inputs: checkpoint targets, integer ranges, the op's memory,
+# unused settings, non-finite tensors), and the docs' example
 # (examples/python/swap_attention.py), each with unittest.
 #
 # usage: tests/python.sh LIBRARY CLI plain|asan
@@ -27,6 +29,7 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
     exit 77
 fi
 "$PY" -W error::RuntimeWarning -m unittest -v test_torch || exit 1
+"$PY" -W error::RuntimeWarning -m unittest -v test_hostile || exit 1
 "$PY" "$src/examples/python/swap_attention.py" || { echo "FAIL: examples/python/swap_attention.py"; exit 1; }
 # docs/python.md quotes the example: every python block is an excerpt of it
 "$PY" "$here/doc_excerpts.py" "$src/docs/python.md" python "$src"/examples/python/*.py || exit 1

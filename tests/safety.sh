@@ -94,6 +94,16 @@ expect 2 "already holds a run's metrics.jsonl" -- "$BIN" train "${BR[@]}" --step
 # usage errors: --out empty or a file
 expect 2 "--out: the path is empty" -- "$BIN" train "${BR[@]}" --steps 5 --out ""
 expect 2 "exists and is not a directory" -- "$BIN" train "${BR[@]}" --steps 5 --out "$TMP/b.st"
+# links that lead nowhere, and a path through a file: usage errors, nothing made
+ln -s "$TMP/loop" "$TMP/loop"
+ln -s "$TMP/nothing/here" "$TMP/dangling"
+expect 2 "not a directory to write into (Too many levels of symbolic links)" -- \
+    "$BIN" train "${BR[@]}" --steps 5 --out "$TMP/loop"
+expect 2 "not a directory to write into (a symbolic link to nothing)" -- \
+    "$BIN" train "${BR[@]}" --steps 5 --out "$TMP/dangling"
+expect 2 "not a directory to write into (Not a directory)" -- \
+    "$BIN" train "${BR[@]}" --steps 5 --out "$TMP/b.st/run"
+[ ! -e "$TMP/nothing" ] && ok || bad "a refused --out through a dangling link made its target"
 # a log planted as a symbolic link is never followed
 mkdir -p "$TMP/sl"
 echo "precious" >"$TMP/precious.txt"

@@ -87,7 +87,7 @@ static ba_engine_rows rows_for(const ba_engine_ops *o, const inputs *in, const b
                                ba_engine_ctx *ctx)
 {
     int W = (o->caps & BA_ENGINE_CAP_BAND) ? T - 1 : (o->caps & BA_ENGINE_CAP_WINDOW) ? 2 : 0;
-    ba_engine_rows r = {B, T, in->h, in->J, T, 0, W, a, ctx, NULL, T - 1, NULL};
+    ba_engine_rows r = {B, T, in->h, in->J, T, 0, W, a, ctx, NULL, T - 1, NULL, NULL};
     return r;
 }
 
@@ -296,7 +296,7 @@ static void test_refusals(void **state)
         /* an enumerating engine refuses a row past its max_spins */
         if ((o->caps & BA_ENGINE_CAP_ENUMERATE) && o->max_spins < 32) {
             ba_approx a = ba_approx_default();
-            ba_engine_rows r = {1, o->max_spins + 1, NULL, J, 32, 0, 0, &a, NULL, NULL, 0, NULL};
+            ba_engine_rows r = {1, o->max_spins + 1, NULL, J, 32, 0, 0, &a, NULL, NULL, 0, NULL, NULL};
             err[0] = 0;
             assert_int_equal(o->forward(&r, logw, err), BA_ERR_LIMIT);
             assert_non_null(strstr(err, o->name));
@@ -316,6 +316,71 @@ static void test_refusals(void **state)
     }
 }
 
+/* ------------------------------------------------------- stop requests */
+
+/* A stop that answers yes from its (after + 1)-th poll on. */
+typedef struct {
+    long polls, after;
+} stop_after;
+
+static int stop_after_requested(void *user)
+{
+    stop_after *s = user;
+    long k;
+#pragma omp atomic capture
+    k = ++s->polls;
+    return k > s->after;
+}
+
+/* Every engine polls the caller's stop: asked at once, its forward and
+ * backward end with BA_ERR_INTERRUPTED and a message naming it; asked
+ * after the first poll, the same (a stop inside the call); never asked,
+ * the result is the one without a stop, bit for bit. */
+static void test_stop_every_engine(void **state)
+{
+    (void)state;
+    for (int i = 0; ba_engine_at(i); i++) {
+        const ba_engine_ops *o = ba_engine_at(i);
+        inputs in;
+        make_inputs(7, 0.5, 0.05, &in);
+        ba_approx a = tight();
+        ba_engine_ctx *ctx = (o->caps & BA_ENGINE_CAP_CONTEXT) ? ba_engine_ctx_new() : NULL;
+        ba_engine_rows r = rows_for(o, &in, &a, ctx);
+        double plain[B * T * T], lw[B * T * T], dh[B * T * T], dJ[T * T];
+        char err[BA_ERR_LEN] = "";
+        if (o->forward(&r, plain, err))
+            fail_msg("%s forward: %s", o->name, err);
+        for (long after = 0; after <= 1; after++) {
+            stop_after sa = {0, after};
+            ba_stop st = {stop_after_requested, &sa};
+            r.stop = &st;
+            err[0] = 0;
+            int rc = o->forward(&r, lw, err);
+            if (rc != BA_ERR_INTERRUPTED || !strstr(err, "stopped on request"))
+                fail_msg("%s forward, stop after %ld polls: status %d, '%s'", o->name, after,
+                         rc, err);
+            if (!strstr(err, o->name))
+                fail_msg("%s: the stop's message does not name it: %s", o->name, err);
+            sa.polls = 0;
+            memset(dh, 0, sizeof dh);
+            memset(dJ, 0, sizeof dJ);
+            rc = o->backward(&r, in.g, dh, dJ, err);
+            if (rc != BA_ERR_INTERRUPTED)
+                fail_msg("%s backward, stop after %ld polls: status %d, '%s'", o->name, after,
+                         rc, err);
+        }
+        stop_after never = {0, 1L << 40};
+        ba_stop st = {stop_after_requested, &never};
+        r.stop = &st;
+        assert_int_equal(o->forward(&r, lw, err), BA_OK);
+        assert_true(never.polls > 1); /* it was asked, between queries */
+        for (int q = 0; q < B * T; q++)
+            for (int j = 0; j <= q % T; j++)
+                assert_memory_equal(&lw[q * T + j], &plain[q * T + j], sizeof(double));
+        ba_engine_ctx_free(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_forward_every_engine),
         cmocka_unit_test(test_backward_every_engine),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_stop_every_engine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,7 +84,7 @@ static void fwd(const ba_approx *a, int W, int B, int T, const double *h, const 
                 int ldj, double *logw, ba_approx_stats *st)
 {
     char err[BA_ERR_LEN];
-    if (ba_hybrid_forward(a, W, B, T, h, J, ldj, logw, st, err))
+    if (ba_hybrid_forward(a, W, B, T, h, J, ldj, logw, st, NULL, err))
         fail_msg("%s", err);
 }
 
@@ -92,7 +92,7 @@ static void bwd(const ba_approx *a, int W, int B, int T, const double *h, const 
                 int ldj, const double *g, double *dh, double *dJ, ba_approx_stats *st)
 {
     char err[BA_ERR_LEN];
-    if (ba_hybrid_backward(a, W, B, T, h, J, ldj, g, dh, dJ, st, err))
+    if (ba_hybrid_backward(a, W, B, T, h, J, ldj, g, dh, dJ, st, NULL, err))
         fail_msg("%s", err);
 }
 
@@ -527,7 +527,7 @@ static void test_numeric_errors(void **state)
         h[e] = 1.0, g[e] = 1.0, lw[e] = 42.0, dh[e] = 42.0;
         J[e] = (e % T) - (e / T) > W ? 1e308 : 0.0;
     }
-    assert_int_equal(ba_hybrid_forward(&a, W, 1, T, h, J, T, lw, NULL, err), BA_ERR_NUMERIC);
+    assert_int_equal(ba_hybrid_forward(&a, W, 1, T, h, J, T, lw, NULL, NULL, err), BA_ERR_NUMERIC);
     printf("overflow: %s\n", err);
     assert_non_null(strstr(err, "query 4"));
     assert_non_null(strstr(err, "effective field"));
@@ -542,7 +542,7 @@ static void test_numeric_errors(void **state)
     /* the policy: such a query contributes no gradient and is counted
      * (queries 0 and 1 have no far pair and keep theirs) */
     ba_approx_stats st = {0, 0, 0, 0, 0};
-    assert_int_equal(ba_hybrid_backward(&a, W, 1, T, h, J, T, g, dh, NULL, &st, err), BA_OK);
+    assert_int_equal(ba_hybrid_backward(&a, W, 1, T, h, J, T, g, dh, NULL, &st, NULL, err), BA_OK);
     printf("divergent adjoint: %ld of %ld queries unconverged\n", st.unconverged, st.queries);
     assert_int_equal(st.queries, T);
     assert_int_equal(st.unconverged, T - W - 1);

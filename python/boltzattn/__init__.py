@@ -13,7 +13,6 @@ beside this package, then the system loader. docs/python.md has the rest.
 import ctypes
 import json
 import os
-import stat
 import struct
 import warnings
 
@@ -47,14 +46,20 @@ def ising_marginals(h, J, engine="auto", band=None, approx=None, window=None, lo
     n = h.size
     if J.shape != (n, n):
         raise ValueError("J must be (n, n) = (%d, %d), not %s" % (n, n, J.shape))
+    n = _lib.int_arg("n (h's length)", n, 1)
     e = _lib.enum_value(_lib.ENGINE, "engine", engine)
     caps = _lib.engine_caps(engine)
     banded = engine == "auto" or caps & _lib.CAP["band"]
-    W = int(band or 0) if banded else int(window or 0)
+    band = None if band is None else _lib.int_arg("band", band)
+    window = None if window is None else _lib.int_arg("window", window)
+    W = (band or 0) if banded else (window or 0)
     if not banded and band:
         raise ValueError("band is for the auto and band engines; the hybrid engine takes window")
     if not caps & _lib.CAP["window"] and window:
         raise ValueError("window is the hybrid engine's; the %s engine takes none" % engine)
+    if approx is not None and not caps & _lib.CAP["approx"]:
+        raise ValueError("approx is for the approximate engines; the %s engine takes none"
+                         % engine)
     a = _op.approx_settings(approx)
     logw = np.empty(n)
     st = _lib.ApproxStats()
@@ -150,70 +155,58 @@ def _tensor_rank(name):
     return (2, _TAIL_ORDER.index(name), 0)
 
 
-def _fnv1a64(h, data):
-    prime = 0x100000001b3
-    mask = 0xFFFFFFFFFFFFFFFF
-    for b in data:
-        h = ((h ^ b) * prime) & mask
-    return h
-
-
 def save_checkpoint(model, path, step=None):
     """Writes model (a BoltzattnModel) as a checkpoint the command line
     reads (eval, grads, couplings, generate): F32 tensors with the
     checkpoint's names, model.config as "config" (it must hold the task and
     its data description, as a loaded checkpoint's does), a checksum. The
-    file is written beside path, read back by the library's loader, then
-    renamed over path, so a model the library would refuse never replaces
-    a file. Refuses a path that exists and is not a regular file."""
+    library writes it (ba_checkpoint_save_tensors): it builds its own model
+    from the config, checks every tensor's name, shape and finiteness
+    against it, and replaces path atomically with its one file writer
+    (ba_write_file: a temporary opened without following links, fsync'ed,
+    renamed over path), so a model the library would refuse never replaces
+    a file. A path that exists and is not a regular file (a directory, a
+    device) is refused; a symbolic link to a regular file is itself
+    replaced, its target left alone. step: an int in [0, 2**63 - 1]."""
     path = os.fspath(path)
-    if os.path.lexists(path):
-        try:
-            regular = stat.S_ISREG(os.stat(path).st_mode)
-        except OSError:  # a dangling link
-            regular = False
-        if not regular:
-            raise BoltzattnError(2, "%s exists and is not a regular file; not replaced" % path)
     config = getattr(model, "config", None)
     if not isinstance(config, dict) or "task" not in config:
         raise ValueError("model.config must be the model's config dict with its task "
                          "(as load_checkpoint gives)")
-    entries, blobs = {}, []
-    offset = 0
-    h = 0xcbf29ce484222325
     state = model.state_dict()
     unknown = [n for n in state if not n.startswith("blocks.") and n not in _TAIL_ORDER
                and n not in ("tok_emb", "pos_emb")]
     if unknown:
         raise ValueError("model has tensors the checkpoint format does not: %s" % unknown)
+    names, arrays = [], []
     for name in sorted(state, key=_tensor_rank):
-        t = state[name]
-        a = np.ascontiguousarray(t.detach().cpu().numpy(), dtype="<f4")
+        a = np.ascontiguousarray(state[name].detach().cpu().numpy(), dtype=np.float32)
+        if a.ndim > 3:
+            raise ValueError("tensor %s has %d dimensions; a checkpoint's have at most 3"
+                             % (name, a.ndim))
         if not np.all(np.isfinite(a)):
             raise ValueError("tensor %s has a non-finite value" % name)
-        b = a.tobytes()
-        h = _fnv1a64(h, b)
-        entries[name] = {"dtype": "F32", "shape": list(a.shape),
-                         "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    meta = {"config": json.dumps(config, separators=(",", ":"))}
+        names.append(name)
+        arrays.append(a)
+    n = len(names)
+    shapes = (ctypes.c_int * (3 * n + 1))()
+    ndims = (ctypes.c_int * (n + 1))()
+    for i, a in enumerate(arrays):
+        ndims[i] = a.ndim
+        for j, dim in enumerate(a.shape):
+            shapes[3 * i + j] = _lib.int_arg("tensor %s's shape" % names[i], dim)
+    F = ctypes.POINTER(ctypes.c_float)
+    data = (F * (n + 1))(*[a.ctypes.data_as(F) for a in arrays])
+    cnames = (ctypes.c_char_p * (n + 1))(*[nm.encode() for nm in names])
+    keys = (ctypes.c_char_p * 1)()
+    vals = (ctypes.c_char_p * 1)()
+    n_meta = 0
     if step is not None:
-        meta["step"] = str(int(step))
-    meta["checksum"] = "fnv1a64:%016x" % h
-    header = json.dumps(dict(__metadata__=meta, **entries), separators=(",", ":")).encode()
-    header += b" " * (-len(header) % 8)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    try:
-        with open(tmp, "wb") as f:
-            f.write(struct.pack("<Q", len(header)))
-            f.write(header)
-            for b in blobs:
-                f.write(b)
-            f.flush()
-            os.fsync(f.fileno())
-        read_checkpoint(tmp)  # the library's verdict before anything is replaced
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        keys[0] = b"step"
+        vals[0] = str(_lib.int_arg("step", step, 0, 2 ** 63 - 1)).encode()
+        n_meta = 1
+    err = _lib.errbuf()
+    rc = _lib.lib.ba_checkpoint_save_tensors(
+        os.fsencode(path), json.dumps(config, separators=(",", ":")).encode(), n, cnames,
+        ndims, shapes, data, keys, vals, n_meta, err)
+    _lib.check(rc, err, "save_checkpoint %s" % path)

@@ -7,9 +7,13 @@ struct of include/boltzattn.h or include/boltzattn_op.h field for field;
 ctypes lays them out with the platform's C rules, as the compiler does.
 """
 import ctypes
+import numbers
 import os
 
+import numpy as np
+
 ERR_LEN = 512  # BA_ERR_LEN: every library error message fits in it
+INT_MAX = 2 ** 31 - 1  # a C int: every int field and argument the package passes
 
 # enum values of include/boltzattn.h
 ATTN = {"softmax": 0, "sigmoid": 1, "boltzmann": 2, "coupling": 3}
@@ -21,7 +25,8 @@ CAP = {"exact": 1, "enumerate": 2, "approx": 4, "band": 8, "window": 16, "contex
 COUPLINGS = {"absolute": 0, "relative": 1}
 FIELD_BIAS = {"none": 0, "log-n": 1}
 STATUS = {0: "ok", 1: "bad argument", 2: "i/o error", 3: "bad format", 4: "out of memory",
-          5: "numeric error", 6: "beyond the engine's limit"}
+          5: "numeric error", 6: "beyond the engine's limit",
+          7: "interrupted"}
 
 
 class BoltzattnError(RuntimeError):
@@ -124,6 +129,10 @@ _sig("ba_ising_solve", ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.POINTER
                                       ctypes.c_int, _D, _D, ctypes.c_int, _D,
                                       ctypes.POINTER(ApproxStats), _ERR])
 _sig("ba_checkpoint_load", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P), _P, _ERR])
+_sig("ba_checkpoint_save_tensors", ctypes.c_int,
+     [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+      ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(_F),
+      ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, _ERR])
 _sig("ba_model_free", None, [_P])
 _sig("ba_model_num_tensors", ctypes.c_int, [_P])
 _sig("ba_model_tensor", ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(TensorInfo)])
@@ -187,3 +196,20 @@ def enum_value(table, kind, name):
     if not isinstance(name, str) or name not in table:
         raise ValueError("%s %r is not one of %s" % (kind, name, ", ".join(sorted(table))))
     return table[name]
+
+
+def int_arg(name, value, lo=0, hi=INT_MAX):
+    """value as a Python int in [lo, hi] for a C int (or other integer) of
+    the library: an int, a numpy integer or an integral float; a bool, a
+    fraction or a value outside the range is refused (TypeError /
+    ValueError naming the argument and the range), never wrapped as ctypes
+    would (2**32 + 2 would reach C as 2)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, float)):
+        raise TypeError("%s must be an integer, not %r" % (name, value))
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise TypeError("%s must be an integer, not %r" % (name, value))
+    v = int(value)
+    if not lo <= v <= hi:
+        raise ValueError("%s = %d is out of range: it must be in [%d, %d]" % (name, v, lo, hi))
+    return v

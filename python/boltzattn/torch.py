@@ -24,7 +24,7 @@ from torch.autograd.function import once_differentiable
 from . import _lib, _op
 
 __all__ = ["boltzmann_attention", "attention", "BoltzmannSelfAttention", "Block",
-           "BoltzattnModel"]
+           "BoltzattnModel", "release_memory"]
 
 _PTR = {torch.float32: ctypes.POINTER(ctypes.c_float),
         torch.float64: ctypes.POINTER(ctypes.c_double)}
@@ -52,6 +52,40 @@ def _check_tensor(name, t, dtype, shape=None):
         raise ValueError("%s has shape %s; expected %s like q" % (name, list(t.shape), list(shape)))
 
 
+def _check_finite(name, t, desc, what):
+    """BoltzattnError (status 5, numeric) naming the first non-finite value
+    of t that the op reads, as the library's own check words it: q, k, v,
+    dout [B, H, T, d] by flat index and position, J by its indices (only
+    the couplings the op reads: j < k within the band, or distances within
+    the band)."""
+    bad = ~torch.isfinite(t.detach())
+    if name == "J":
+        Hh = t.shape[0]
+        reach = desc.band if desc.band > 0 else desc.T - 1
+        if t.dim() == 2:
+            bad[:, reach:] = False
+        else:
+            T = desc.T
+            j = torch.arange(T).unsqueeze(1)
+            k = torch.arange(T).unsqueeze(0)
+            bad &= ((j < k) & (k - j <= reach)).expand(Hh, T, T)
+    if not bool(bad.any()):
+        return
+    i = int(bad.reshape(-1).nonzero()[0])
+    x = t.detach().reshape(-1)[i].item()
+    if name == "J" and t.dim() == 2:
+        D = t.shape[1]
+        where = "J[%d][%d] (distance %d)" % (i // D, i % D, i % D + 1)
+    elif name == "J":
+        T = t.shape[1]
+        where = "J[%d][%d][%d]" % (i // (T * T), i // T % T, i % T)
+    else:
+        H, T, d = t.shape[1:]
+        where = "%s[%d] (b %d, h %d, t %d, c %d)" % (name, i, i // (d * T * H), i // (d * T) % H,
+                                                     i // d % T, i % d)
+    raise _lib.BoltzattnError(5, "%s: %s = %g is not finite" % (what, where, x))
+
+
 class _AttentionFunction(torch.autograd.Function):
     """forward(q, k, v, J, desc) -> out through ba_attn_op_forward_*, the
     backward through ba_attn_op_backward_* of the same op context."""
@@ -59,7 +93,7 @@ class _AttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, J, desc):
         f64 = q.dtype == torch.float64
-        lease = _op.Lease()
+        lease = _op.Lease(_op.desc_key(desc, f64))
         op = lease.op
         out = torch.empty_like(q)
         err = _lib.errbuf()
@@ -84,6 +118,7 @@ class _AttentionFunction(torch.autograd.Function):
         dout = dout.contiguous()
         if dout.dtype != q.dtype:
             dout = dout.to(q.dtype)
+        _check_finite("dout", dout, None, "boltzmann attention backward")
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         dJ = torch.empty_like(J) if J is not None and ctx.needs_input_grad[3] else None
         err = _lib.errbuf()
@@ -94,6 +129,12 @@ class _AttentionFunction(torch.autograd.Function):
         return dq, dk, dv, dJ, None
 
 
+def release_memory():
+    """Frees the op contexts kept idle for the next call (the pool is
+    bounded anyway: docs/python.md); returns how many were freed."""
+    return _op.release_idle()
+
+
 def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine="auto",
               band=None, field_bias=None, approx=None, window=None):
     """Causal attention of the library's variants over q, k, v [B, H, T, d]
@@ -102,7 +143,7 @@ def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine
 
     attn: "boltzmann" (weights are the spin marginals of the Ising model
     with fields scale q_i.k_j and couplings J), "coupling" (J only),
-    "softmax" or "sigmoid" (J is ignored and may be None). J: [H, T, T]
+    "softmax" or "sigmoid" (J must be None). J: [H, T, T]
     absolute couplings (J[h, j, k] couples keys j < k; the rest is not
     read and gets zero gradient) or [H, D] relative ones (J[h, dist - 1]).
     engine: auto (band when band is set, else the exact fast engine),
@@ -111,20 +152,24 @@ def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine
     band: couplings of range at most band (farther ones are 0). field_bias:
     None or "log-n". Non-contiguous inputs are copied first.
     Errors: TypeError/ValueError naming the argument (device, dtype, shape,
-    an unknown name), BoltzattnError with the library's message (a T past
-    the engine's limit, a non-finite value, ...)."""
+    an unknown name, an integer out of C's range, a setting the call would
+    not use: J or an engine for softmax/sigmoid, approx for an exact
+    engine), BoltzattnError naming a non-finite q, k, v, J (or, in the
+    backward, dout) value, or with the library's message (a T past the
+    engine's limit, ...)."""
     _check_tensor("q", q, None)
     if q.dim() != 4:
         raise ValueError("q must be [B, H, T, d], not %s" % (list(q.shape),))
     _check_tensor("k", k, q.dtype, q.shape)
     _check_tensor("v", v, q.dtype, q.shape)
     B, H, T, d = q.shape
-    if attn in ("softmax", "sigmoid"):
-        J = None
-    elif J is not None:
+    if J is not None:
         _check_tensor("J", J, q.dtype)
     desc = _op.make_desc(B, H, T, d, None if J is None else tuple(J.shape), attn, causal, scale,
                          engine, band, field_bias, approx, window)
+    for name, t in (("q", q), ("k", k), ("v", v), ("J", J)):
+        if t is not None:
+            _check_finite(name, t, desc, "boltzmann attention forward")
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     if J is not None:
         J = J.contiguous()
@@ -270,7 +315,8 @@ class BoltzattnModel(nn.Module):
             self.pos_emb = nn.Parameter(torch.zeros(T, C))
         else:
             self.pos_emb = None
-        engine = c.get("engine", "auto")
+        # softmax and sigmoid attention solve no Ising model: no engine
+        engine = c.get("engine", "auto") if c["attn"] in ("boltzmann", "coupling") else "auto"
         kw = dict(attn=c["attn"], couplings=c.get("couplings", "absolute"),
                   band=c.get("band", 0) or None, engine=engine,
                   field_bias=c.get("field_bias", "none"), n_layer=L,

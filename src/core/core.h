@@ -35,6 +35,22 @@ static inline int ba_thread_id(void)
 #endif
 }
 
+/* A caller's stop request (a signal, a user's Ctrl-C), polled by the
+ * loops that can run long (an engine's queries, the attention core's
+ * heads): requested(user) != 0 asks the call to end early with
+ * BA_ERR_INTERRUPTED, its outputs then unspecified. requested is called
+ * from OpenMP threads, so it must only read (a volatile sig_atomic_t, an
+ * atomic). A NULL ba_stop, or one with a NULL requested, never stops. */
+typedef struct {
+    int (*requested)(void *user);
+    void *user;
+} ba_stop;
+
+static inline int ba_stop_requested(const ba_stop *s)
+{
+    return s && s->requested && s->requested(s->user);
+}
+
 /* Dense products are split by the library, not by OpenBLAS: the rows or
  * columns of the result go in blocks to OpenMP's threads (dynamic
  * schedule), each block one single-threaded BLAS call. The blocks depend

@@ -28,6 +28,7 @@ const char *ba_status_str(int status)
     case BA_ERR_NOMEM: return "out of memory";
     case BA_ERR_NUMERIC: return "non-finite value";
     case BA_ERR_LIMIT: return "beyond the engine's limit";
+    case BA_ERR_INTERRUPTED: return "interrupted";
     default: return "unknown status";
     }
 }

@@ -219,6 +219,10 @@ static int approx_forward(const ba_engine_ops *o, const ba_engine_rows *in, doub
         for (long r = 0; r < rows; r++) {
             if (!ok)
                 continue;
+            if (ba_stop_requested(in->stop)) { /* the rows left are skipped */
+                ba_approx_fail_note(&ff, r, BA_ERR_INTERRUPTED, "stopped on request");
+                continue;
+            }
             int i = (int)(r % T), n = i + 1;
             const double *hr = h ? h + (size_t)r * T : w.hz;
             ba_mf_settings used;
@@ -344,6 +348,7 @@ typedef struct {
     int grouped; /* banded, dJ wanted, the far entries by far_flush */
     double *acc; /* (nc,T,T) or NULL */
     double *dhs; /* (B,T,T) or NULL */
+    const ba_stop *stop; /* polled between rows */
 } bw_job;
 
 /* A thread's buffers: the row workspace, lw and x0 (T each), and the
@@ -393,6 +398,10 @@ static void chunk_backward(const bw_job *jb, int c, bw_ws *t, ba_approx_stats *m
     double *acc = jb->acc ? jb->acc + (size_t)c * T * T : NULL;
     char msg[BA_ERR_LEN];
     for (long r = r0; r < r1; r++) {
+        if (ba_stop_requested(jb->stop)) {
+            ba_approx_fail_note(ff, r, BA_ERR_INTERRUPTED, "stopped on request");
+            return;
+        }
         int i = (int)(r % T), n = i + 1;
         if (jb->grouped && gn > 0 && (i == 0 || gn == GROUP_ROWS)) {
             far_flush(T, jb->band.W, gn, n1, t->Z, t->M, acc);
@@ -441,7 +450,7 @@ static int approx_backward(const ba_engine_ops *o, const ba_engine_rows *in, con
     const double *h = in->h, *J = in->J, *logw0 = in->logw0;
     ba_approx_stats *st = in->stats;
     bw_job jb = {method_of(e), ba_approx_mf_settings(a), T, ldj, R, 0, (long)B * T, h, J, g,
-                 logw0, {0, 0, NULL}, 0, NULL, NULL};
+                 logw0, {0, 0, NULL}, 0, NULL, NULL, in->stop};
     jb.nc = dj_chunks(T, jb.rows);
     size_t tt = (size_t)T * T;
     int okb = band_setup(T, J, ldj, &jb.band);

@@ -298,11 +298,13 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
  * chain inference inside the window W (the band engine) with fields
  * h_j + sum_{|k-j| > W} A_jk m_k, iterated to self-consistency; gradients
  * by implicit differentiation, the adjoint iterated through the band
- * engine's backward (derivation in the file). */
+ * engine's backward (derivation in the file). stop (may be NULL) is polled
+ * every sweep and by the band calls (BA_ERR_INTERRUPTED). */
 int ba_hybrid_forward(const ba_approx *a, int W, int B, int T, const double *h, const double *J,
-                      int ldj, double *logw, ba_approx_stats *st, char *err);
+                      int ldj, double *logw, ba_approx_stats *st, const ba_stop *stop,
+                      char *err);
 int ba_hybrid_backward(const ba_approx *a, int W, int B, int T, const double *h,
                        const double *J, int ldj, const double *g, double *dh, double *dJ,
-                       ba_approx_stats *st, char *err);
+                       ba_approx_stats *st, const ba_stop *stop, char *err);
 
 #endif

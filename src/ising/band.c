@@ -369,6 +369,7 @@ typedef struct {
     band_ws *lws;       /* (nt) the log path's views */
     double **bufs;      /* (nt) each thread's buffer */
     double *mem, *tab;
+    const ba_stop *stop; /* polled between queries (may be NULL) */
 } band_call;
 
 static void band_free(band_call *c)
@@ -477,8 +478,18 @@ nomem:
                    T, W);
 }
 
-int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h,
-                         const double *Jb, double *logw, ba_band_stats *stats, char *err)
+/* BA_ERR_INTERRUPTED when a stop request skipped `skipped` queries. */
+static int band_stopped(long skipped, long nq, char *err)
+{
+    return skipped ? ba_fail(err, BA_ERR_INTERRUPTED,
+                             "band engine: stopped on request with %ld of %ld queries left",
+                             skipped, nq)
+                   : BA_OK;
+}
+
+static int band_forward_stop(ba_band_path path, int W, int B, int T, const double *h,
+                             const double *Jb, double *logw, ba_band_stats *stats,
+                             const ba_stop *stop, char *err)
 {
     int rc = band_check(W, B, T, Jb, "Jb", logw, "logw", err);
     if (rc || (rc = path_check(path, err)))
@@ -490,8 +501,16 @@ int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h
     }
     /* ~ operations: T^2/2 steps per batch element, 2^(We+1) pairs each */
     double work = (double)B * T * T * (double)((size_t)1 << c.we) * 4.0;
-#pragma omp parallel for schedule(dynamic) num_threads(c.nt) if (work > BA_PAR_MIN_WORK)
+    long skipped = 0;
+    /* a stop request skips the queries not yet begun: a long call (T =
+     * 4096, W = 12: ~10 ms a query) ends within one query per thread */
+#pragma omp parallel for schedule(dynamic) num_threads(c.nt) if (work > BA_PAR_MIN_WORK) \
+    reduction(+ : skipped)
     for (long q = 0; q < (long)B * T; q++) {
+        if (ba_stop_requested(stop)) {
+            skipped++;
+            continue;
+        }
         int i = (int)(q % T), id = ba_thread_id();
         size_t row = (size_t)q * T;
         const double *hq = h ? h + row : NULL;
@@ -503,7 +522,13 @@ int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h
             logw[row + j] = -INFINITY;
     }
     band_free(&c);
-    return BA_OK;
+    return band_stopped(skipped, (long)B * T, err);
+}
+
+int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h,
+                         const double *Jb, double *logw, ba_band_stats *stats, char *err)
+{
+    return band_forward_stop(path, W, B, T, h, Jb, logw, stats, NULL, err);
 }
 
 /* Queries of a backward go in at most this many fixed chunks, each with
@@ -513,7 +538,8 @@ int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h
 
 static int band_backward_core(ba_band_path path, int W, int B, int T, const double *h,
                               const double *Jb, int ldb, const double *g, double *dh,
-                              band_out dJ, ba_band_stats *stats, char *err)
+                              band_out dJ, ba_band_stats *stats, const ba_stop *stop,
+                              char *err)
 {
     band_call c;
     int rc = band_setup(&c, path, W, B, T, h, Jb, ldb, 1, stats, err);
@@ -529,11 +555,17 @@ static int band_backward_core(ba_band_path path, int W, int B, int T, const doub
         return rc;
     }
     double work = (double)B * T * T * (double)((size_t)1 << we) * (8.0 + we);
-#pragma omp parallel for schedule(dynamic) num_threads(c.nt) if (work > BA_PAR_MIN_WORK)
+    long skipped = 0;
+#pragma omp parallel for schedule(dynamic) num_threads(c.nt) if (work > BA_PAR_MIN_WORK) \
+    reduction(+ : skipped)
     for (int ch = 0; ch < nch; ch++) {
         int id = ba_thread_id();
         double *dj = djc ? djc + jsz * (size_t)ch : NULL;
         for (long q = nq * ch / nch; q < nq * (ch + 1) / nch; q++) {
+            if (ba_stop_requested(stop)) {
+                skipped++;
+                continue;
+            }
             int i = (int)(q % T);
             size_t row = (size_t)q * T;
             const double *hq = h ? h + row : NULL;
@@ -544,7 +576,7 @@ static int band_backward_core(ba_band_path path, int W, int B, int T, const doub
                 band_query_backward(&c.lws[id], i + 1, hq, Jb, ldb, g + row, dhq, dj);
         }
     }
-    if (djc)
+    if (djc && !skipped)
         for (int ch = 0; ch < nch; ch++)
             for (int t = 1; t < T; t++)
                 for (int d = 1; d <= we && d <= t; d++)
@@ -552,7 +584,7 @@ static int band_backward_core(ba_band_path path, int W, int B, int T, const doub
                         djc[jsz * (size_t)ch + (size_t)t * we + d - 1];
     free(djc);
     band_free(&c);
-    return BA_OK;
+    return band_stopped(skipped, nq, err);
 }
 
 int ba_band_backward_path(ba_band_path path, int W, int B, int T, const double *h,
@@ -563,7 +595,7 @@ int ba_band_backward_path(ba_band_path path, int W, int B, int T, const double *
     if (rc || (rc = path_check(path, err)) || (!dh && !dJb))
         return rc;
     band_out o = {dJb, (size_t)W, 0, 1};
-    return band_backward_core(path, W, B, T, h, Jb, W, g, dh, o, stats, err);
+    return band_backward_core(path, W, B, T, h, Jb, W, g, dh, o, stats, NULL, err);
 }
 
 int ba_band_forward_jb(int W, int B, int T, const double *h, const double *Jb, double *logw,
@@ -601,13 +633,33 @@ static double *dense_band(int W, int B, int T, const double *J, int ldj, const v
     return Jb;
 }
 
-int ba_band_forward(int W, int B, int T, const double *h, const double *J, int ldj,
-                    double *logw, char *err)
+int ba_band_forward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
+                              double *logw, const ba_stop *stop, char *err)
 {
     int rc;
     double *Jb = dense_band(W, B, T, J, ldj, logw, "logw", err, &rc);
     if (Jb)
-        rc = ba_band_forward_path(BA_BAND_AUTO, W, B, T, h, Jb, logw, NULL, err);
+        rc = band_forward_stop(BA_BAND_AUTO, W, B, T, h, Jb, logw, NULL, stop, err);
+    free(Jb);
+    return rc;
+}
+
+int ba_band_forward(int W, int B, int T, const double *h, const double *J, int ldj,
+                    double *logw, char *err)
+{
+    return ba_band_forward_stop(W, B, T, h, J, ldj, logw, NULL, err);
+}
+
+int ba_band_backward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
+                               const double *g, double *dh, double *dJ, const ba_stop *stop,
+                               char *err)
+{
+    int rc;
+    double *Jb = dense_band(W, B, T, J, ldj, g, "g", err, &rc);
+    if (Jb && (dh || dJ)) {
+        band_out o = {dJ, 1, (size_t)ldj, 0};
+        rc = band_backward_core(BA_BAND_AUTO, W, B, T, h, Jb, W, g, dh, o, NULL, stop, err);
+    }
     free(Jb);
     return rc;
 }
@@ -615,29 +667,30 @@ int ba_band_forward(int W, int B, int T, const double *h, const double *J, int l
 int ba_band_backward(int W, int B, int T, const double *h, const double *J, int ldj,
                      const double *g, double *dh, double *dJ, char *err)
 {
-    int rc;
-    double *Jb = dense_band(W, B, T, J, ldj, g, "g", err, &rc);
-    if (Jb && (dh || dJ)) {
-        band_out o = {dJ, 1, (size_t)ldj, 0};
-        rc = band_backward_core(BA_BAND_AUTO, W, B, T, h, Jb, W, g, dh, o, NULL, err);
-    }
-    free(Jb);
-    return rc;
+    return ba_band_backward_stop(W, B, T, h, J, ldj, g, dh, dJ, NULL, err);
 }
 
 /* ------------------------------------------------ the engine interface */
 
 static int band_rows_forward(const ba_engine_rows *r, double *logw, char *err)
 {
-    return r->jb ? ba_band_forward_jb(r->W, r->B, r->T, r->h, r->J, logw, err)
-                 : ba_band_forward(r->W, r->B, r->T, r->h, r->J, r->ldj, logw, err);
+    return r->jb ? band_forward_stop(BA_BAND_AUTO, r->W, r->B, r->T, r->h, r->J, logw, NULL,
+                                     r->stop, err)
+                 : ba_band_forward_stop(r->W, r->B, r->T, r->h, r->J, r->ldj, logw, r->stop, err);
 }
 
 static int band_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
                               char *err)
 {
-    return r->jb ? ba_band_backward_jb(r->W, r->B, r->T, r->h, r->J, g, dh, dJ, err)
-                 : ba_band_backward(r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+    if (!r->jb)
+        return ba_band_backward_stop(r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, r->stop,
+                                   err);
+    int rc = band_check(r->W, r->B, r->T, r->J, "Jb", g, "g", err);
+    if (rc || (!dh && !dJ))
+        return rc;
+    band_out o = {dJ, (size_t)r->W, 0, 1};
+    return band_backward_core(BA_BAND_AUTO, r->W, r->B, r->T, r->h, r->J, r->W, g, dh, o, NULL,
+                              r->stop, err);
 }
 
 /* Without a band its window is all n - 1 earlier keys, at most

@@ -40,6 +40,9 @@ typedef struct {
      * for the approximate engines */
     int R;
     ba_approx_stats *stats; /* += the call's counts (may be NULL) */
+    /* the caller's stop request (may be NULL): an engine whose call can run
+     * long polls it between queries and returns BA_ERR_INTERRUPTED */
+    const ba_stop *stop;
 } ba_engine_rows;
 
 /* What a model asks of an engine before it runs it (ba_config_validate):

@@ -33,6 +33,9 @@
 /* This file's engine (defined at the end; the table in src/ising/engine.c
  * lists it). */
 extern const ba_engine_ops ba_engine_fast_ops;
+/* the message of a failed allocation of the reference fallback: the fast
+ * engine's, which is what the user asked for */
+#define FALLBACK_NOMEM "fast engine: cannot allocate its reference fallback for n = %d"
 
 /* A query is trusted when its partition sum and every marginal numerator
  * are at least this (double products): values lost to underflow are then
@@ -513,11 +516,14 @@ static int forward_kernels(ba_engine_ctx *c, int B, int T, const double *h, cons
     long fb = 0;
     c->fwd_B = c->fwd_T = 0;
     for (int n = 1; n <= T; n++) {
+        if (ba_stop_requested(c->stop)) /* the state is incomplete: no forward kept */
+            return ba_fail(err, BA_ERR_INTERRUPTED, "fast engine: stopped on request at n = %d",
+                           n);
         int i = n - 1; /* the query row with n visible keys */
         long f = forward_n(c, n, B, h ? h + (size_t)i * T : NULL, TT, J, ldj,
                            logw ? logw + (size_t)i * T : NULL, TT);
         if (f < 0)
-            return ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d",
+            return ba_fail(err, BA_ERR_NOMEM, FALLBACK_NOMEM,
                            n);
         fb += f;
         for (int q = 0; logw && q < B; q++)
@@ -550,9 +556,13 @@ int ba_engine_backward_fast(ba_engine_ctx *c, int B, int T, const double *h, con
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate dJ scratch for T = %d", T);
     for (int n = 1; n <= T && rc == BA_OK; n++) {
         int i = n - 1;
+        if (ba_stop_requested(c->stop)) {
+            rc = ba_fail(err, BA_ERR_INTERRUPTED, "fast engine: stopped on request at n = %d", n);
+            break;
+        }
         if (backward_n(c, n, B, h ? h + (size_t)i * T : NULL, TT, J, ldj, g + (size_t)i * T, TT,
                        dh ? dh + (size_t)i * T : NULL, TT, dJn, ldj) < 0)
-            rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d",
+            rc = ba_fail(err, BA_ERR_NOMEM, FALLBACK_NOMEM,
                          n);
     }
     if (!dJ)
@@ -592,7 +602,7 @@ int ba_fast_marginals1(int n, const double *h, const double *J, int ldj, double 
     int rc = c ? ensure(c, n, 1, 0, err)
                : ba_fail(err, BA_ERR_NOMEM, "cannot allocate an engine context");
     if (rc == BA_OK && forward_n(c, n, 1, h, (size_t)n, J, ldj, logw, (size_t)n) < 0)
-        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d", n);
+        rc = ba_fail(err, BA_ERR_NOMEM, FALLBACK_NOMEM, n);
     ba_engine_ctx_free(c);
     return rc;
 }
@@ -609,7 +619,7 @@ int ba_fast_backward1(int n, const double *h, const double *J, int ldj, const do
     if (rc == BA_OK && (forward_n(c, n, 1, h, (size_t)n, J, ldj, NULL, 0) < 0 ||
                         backward_n(c, n, 1, h, (size_t)n, J, ldj, g, (size_t)n, dh, (size_t)n,
                                    dJ ? dJ : dJn, ldj) < 0))
-        rc = ba_fail(err, BA_ERR_NOMEM, "cannot allocate the reference fallback for n = %d", n);
+        rc = ba_fail(err, BA_ERR_NOMEM, FALLBACK_NOMEM, n);
     free(dJn);
     ba_engine_ctx_free(c);
     return rc;
@@ -622,8 +632,12 @@ static int fast_rows_forward(const ba_engine_rows *r, double *logw, char *err)
     int rc = ba_engine_check_spins(&ba_engine_fast_ops, r->T, r->J, r->ldj, err);
     if (rc)
         return rc;
-    return r->ctx ? ba_engine_forward_fast(r->ctx, r->B, r->T, r->h, r->J, r->ldj, logw, err)
-                  : ba_fast_forward(r->B, r->T, r->h, r->J, r->ldj, logw, NULL, err);
+    if (!r->ctx)
+        return ba_fast_forward(r->B, r->T, r->h, r->J, r->ldj, logw, NULL, err);
+    r->ctx->stop = r->stop;
+    rc = ba_engine_forward_fast(r->ctx, r->B, r->T, r->h, r->J, r->ldj, logw, err);
+    r->ctx->stop = NULL;
+    return rc;
 }
 
 static int fast_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
@@ -632,9 +646,12 @@ static int fast_rows_backward(const ba_engine_rows *r, const double *g, double *
     int rc = ba_engine_check_spins(&ba_engine_fast_ops, r->T, r->J, r->ldj, err);
     if (rc)
         return rc;
-    return r->ctx ? ba_engine_backward_fast(r->ctx, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ,
-                                            err)
-                  : ba_fast_backward(r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+    if (!r->ctx)
+        return ba_fast_backward(r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+    r->ctx->stop = r->stop;
+    rc = ba_engine_backward_fast(r->ctx, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+    r->ctx->stop = NULL;
+    return rc;
 }
 
 /* Past the limit: chosen by auto, the way out is a band; chosen by name,

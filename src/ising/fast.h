@@ -45,6 +45,9 @@ struct ba_engine_ctx {
     char *valid;   // (Q * T) query trusted by the fast path
     /* the forward the state belongs to */
     int fwd_B, fwd_T;
+    /* the caller's stop request of the call in progress (the engine
+     * interface sets it for a call): polled before each n's kernels */
+    const ba_stop *stop;
     long fallbacks;
     /* scratch, sized for cap_T, cap_Q and the thread count */
     int cap_threads, has_bwd;

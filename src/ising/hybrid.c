@@ -99,6 +99,7 @@ typedef struct {
     ba_band_lin lc;
     size_t wsz;  /* doubles per thread: the kernel's workspace, then T */
     double *wsm; /* (nt, wsz) */
+    const ba_stop *stop; /* polled every evaluation and by the band calls */
 } hyb;
 
 /* One fixed-point problem: the forward (m = M(h + A_far m)) or the adjoint
@@ -296,6 +297,24 @@ static void hyb_direct(hyb *c, const hyb_dir *d)
 }
 
 /* The log-path queries: one batched band call over them, packed. */
+/* rc, with a message of the band engine's that hybrid called renamed to
+ * the engine the user asked for: "band engine: X" becomes "hybrid engine
+ * (its band part): X". */
+static int as_hybrid(int rc, char *err)
+{
+    static const char pre[] = "band engine: ", now[] = "hybrid engine (its band part): ";
+    size_t np = sizeof pre - 1, nn = sizeof now - 1;
+    if (rc && err && strncmp(err, pre, np) == 0) {
+        size_t tail = strlen(err + np); /* the message less its prefix */
+        if (nn + tail > BA_ERR_LEN - 1)
+            tail = BA_ERR_LEN - 1 - nn;
+        memmove(err + nn, err + np, tail);
+        memcpy(err, now, nn);
+        err[nn + tail] = '\0';
+    }
+    return rc;
+}
+
 static int hyb_packed(hyb *c, const hyb_dir *d, char *err)
 {
     int T = c->T, bp = hyb_pack(c);
@@ -315,10 +334,12 @@ static int hyb_packed(hyb *c, const hyb_dir *d, char *err)
         if (d->adj)
             memcpy(c->pu + p, d->in + r, rb);
     }
-    int rc = d->adj ? ba_band_backward(c->W, bp, T, c->ph, c->J, c->ldj, c->pu, c->po, NULL, err)
-                    : ba_band_forward(c->W, bp, T, c->ph, c->J, c->ldj, c->po, err);
+    int rc = d->adj ? ba_band_backward_stop(c->W, bp, T, c->ph, c->J, c->ldj, c->pu, c->po,
+                                            NULL, c->stop, err)
+                    : ba_band_forward_stop(c->W, bp, T, c->ph, c->J, c->ldj, c->po, c->stop,
+                                           err);
     if (rc)
-        return rc;
+        return as_hybrid(rc, err);
     for (long q = 0; q < c->nq; q++) {
         if (c->st[q] != Q_RUN || c->lin[q])
             continue;
@@ -340,6 +361,8 @@ static int hyb_packed(hyb *c, const hyb_dir *d, char *err)
  * or out is not finite becomes Q_DEAD. */
 static int hyb_eval(hyb *c, const hyb_dir *d, int far, char *err)
 {
+    if (ba_stop_requested(c->stop))
+        return ba_fail(err, BA_ERR_INTERRUPTED, "hybrid engine: stopped on request");
     hyb_inputs(c, d, far);
     hyb_direct(c, d);
     return hyb_packed(c, d, err);
@@ -469,12 +492,14 @@ static int hyb_solve(hyb *c, const hyb_dir *d, const ba_approx *a, ba_approx_sta
 }
 
 int ba_hybrid_forward(const ba_approx *a, int W, int B, int T, const double *h, const double *J,
-                      int ldj, double *logw, ba_approx_stats *st, char *err)
+                      int ldj, double *logw, ba_approx_stats *st, const ba_stop *stop,
+                      char *err)
 {
     hyb c;
     int rc = hyb_init(&c, W, B, T, J, ldj, 0, err);
     if (rc)
         return rc;
+    c.stop = stop;
     size_t nb = (size_t)B * T * T;
     double *phi = calloc(nb, sizeof(double)), *m = calloc(nb, sizeof(double));
     double *lw = calloc(nb, sizeof(double));
@@ -543,10 +568,11 @@ static int hyb_gradients(hyb *c, const hyb_dir *f, const hyb_dir *d, const unsig
             return ba_fail(err, BA_ERR_NOMEM, "hybrid engine: cannot allocate the couplings' "
                            "gradient of T = %d", T);
         /* in-band: the band backward for the kept upstreams u at phi */
-        int rc = ba_band_backward(c->W, c->B, T, f->in, c->J, c->ldj, d->in, NULL, dJs, err);
+        int rc = ba_band_backward_stop(c->W, c->B, T, f->in, c->J, c->ldj, d->in, NULL, dJs,
+                                       c->stop, err);
         if (rc) {
             free(dJs);
-            return rc;
+            return as_hybrid(rc, err);
         }
         hyb_far_dj(c, d->out, f->out, dJs);
     }
@@ -568,7 +594,7 @@ static int hyb_gradients(hyb *c, const hyb_dir *f, const hyb_dir *d, const unsig
 
 int ba_hybrid_backward(const ba_approx *a, int W, int B, int T, const double *h,
                        const double *J, int ldj, const double *g, double *dh, double *dJ,
-                       ba_approx_stats *st, char *err)
+                       ba_approx_stats *st, const ba_stop *stop, char *err)
 {
     if (!dh && !dJ)
         return BA_OK;
@@ -576,6 +602,7 @@ int ba_hybrid_backward(const ba_approx *a, int W, int B, int T, const double *h,
     int rc = hyb_init(&c, W, B, T, J, ldj, 1, err);
     if (rc)
         return rc;
+    c.stop = stop;
     size_t nb = (size_t)B * T * T;
     double *phi = calloc(nb, sizeof(double)), *m = calloc(nb, sizeof(double));
     double *u = calloc(nb, sizeof(double)), *av = calloc(nb, sizeof(double));
@@ -613,7 +640,7 @@ static int hybrid_rows_forward(const ba_engine_rows *r, double *logw, char *err)
     if (!logw)
         return ba_fail(err, BA_ERR_ARG, "log-weights output is NULL");
     return ba_hybrid_forward(r->approx, r->W, r->B, r->T, r->h, r->J, r->ldj, logw, r->stats,
-                             err);
+                             r->stop, err);
 }
 
 /* r->R is checked but not used: hybrid adds every entry of dJ. */
@@ -626,7 +653,7 @@ static int hybrid_rows_backward(const ba_engine_rows *r, const double *g, double
     if (r->R < 0)
         return ba_fail(err, BA_ERR_ARG, "coupling gradient reach R = %d is negative", r->R);
     return ba_hybrid_backward(r->approx, r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ,
-                              r->stats, err);
+                              r->stats, r->stop, err);
 }
 
 /* Its iteration settings, and its window: full-range couplings only (a

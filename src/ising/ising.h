@@ -118,6 +118,14 @@ int ba_band_forward(int W, int B, int T, const double *h, const double *J, int l
                     double *logw, char *err);
 int ba_band_backward(int W, int B, int T, const double *h, const double *J, int ldj,
                      const double *g, double *dh, double *dJ, char *err);
+/* ba_band_forward and ba_band_backward polling stop (may be NULL) between
+ * queries: BA_ERR_INTERRUPTED once it answers, outputs then unspecified
+ * (the engine table's band and hybrid engines call these). */
+int ba_band_forward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
+                         double *logw, const ba_stop *stop, char *err);
+int ba_band_backward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
+                          const double *g, double *dh, double *dJ, const ba_stop *stop,
+                          char *err);
 int ba_band_forward_jb(int W, int B, int T, const double *h, const double *Jb, double *logw,
                        char *err);
 int ba_band_backward_jb(int W, int B, int T, const double *h, const double *Jb,

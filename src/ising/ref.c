@@ -138,8 +138,17 @@ void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const 
 
 /* ------------------------------------------------ batched (per head) */
 
-int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
-                   char *err)
+/* BA_ERR_INTERRUPTED when a stop request skipped `skipped` queries. */
+static int ref_stopped(long skipped, char *err)
+{
+    return skipped ? ba_fail(err, BA_ERR_INTERRUPTED, "reference engine: stopped on request "
+                             "with %ld queries left", skipped)
+                   : BA_OK;
+}
+
+/* ba_ref_forward polling stop (may be NULL) between queries. */
+static int ref_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
+                       const ba_stop *stop, char *err)
 {
     int nt = ba_nthreads();
     size_t per = (size_t)1 << T;
@@ -147,9 +156,15 @@ int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, doub
     double *lwork = malloc(sizeof(double) * per * (size_t)nt);
     if (!lwork)
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine workspace for T = %d", T);
+    long skipped = 0;
     /* Row i of query block b has n = i+1 spins: the visible keys 0..i. */
-#pragma omp parallel for schedule(dynamic) num_threads(nt) if (work > BA_PAR_MIN_WORK)
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (work > BA_PAR_MIN_WORK) \
+    reduction(+ : skipped)
     for (long q = 0; q < (long)B * T; q++) {
+        if (ba_stop_requested(stop)) {
+            skipped++;
+            continue;
+        }
         int i = (int)(q % T);
         size_t row = (size_t)q * T;
         double *lw = lwork + per * (size_t)ba_thread_id();
@@ -158,7 +173,13 @@ int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, doub
             logw[row + j] = -INFINITY;
     }
     free(lwork);
-    return BA_OK;
+    return ref_stopped(skipped, err);
+}
+
+int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
+                   char *err)
+{
+    return ref_forward(B, T, h, J, ldj, logw, NULL, err);
 }
 
 /* Queries of a backward go in at most this many fixed chunks, each with
@@ -166,8 +187,9 @@ int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, doub
  * queries alone, so dJ is the same on any number of threads. */
 #define REF_CHUNKS 64
 
-int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
-                    double *dh, double *dJ, char *err)
+/* ba_ref_backward polling stop (may be NULL) between queries. */
+static int ref_backward(int B, int T, const double *h, const double *J, int ldj,
+                        const double *g, double *dh, double *dJ, const ba_stop *stop, char *err)
 {
     int nt = ba_nthreads();
     size_t per = (size_t)1 << T;
@@ -182,24 +204,36 @@ int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, con
         free(djc);
         return ba_fail(err, BA_ERR_NOMEM, "cannot allocate engine workspace for T = %d", T);
     }
-#pragma omp parallel for schedule(dynamic) num_threads(nt) if (work > BA_PAR_MIN_WORK)
+    long skipped = 0;
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (work > BA_PAR_MIN_WORK) \
+    reduction(+ : skipped)
     for (int ch = 0; ch < nch; ch++) {
         double *lw = lwork + per * (size_t)ba_thread_id();
         for (long q = nq * ch / nch; q < nq * (ch + 1) / nch; q++) {
+            if (ba_stop_requested(stop)) {
+                skipped++;
+                continue;
+            }
             int i = (int)(q % T);
             size_t row = (size_t)q * T;
             ba_ref_backward_ws(i + 1, h ? h + row : NULL, J, ldj, g + row,
                                dh ? dh + row : NULL, dJ ? djc + jsz * (size_t)ch : NULL, T, lw);
         }
     }
-    if (dJ)
+    if (dJ && !skipped)
         for (int ch = 0; ch < nch; ch++)
             for (int j = 0; j < T; j++)
                 for (int k = j + 1; k < T; k++)
                     dJ[(size_t)j * ldj + k] += djc[jsz * (size_t)ch + (size_t)j * T + k];
     free(lwork);
     free(djc);
-    return BA_OK;
+    return ref_stopped(skipped, err);
+}
+
+int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,
+                    double *dh, double *dJ, char *err)
+{
+    return ref_backward(B, T, h, J, ldj, g, dh, dJ, NULL, err);
 }
 
 /* ------------------------------------------------ the engine interface */
@@ -207,14 +241,14 @@ int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, con
 static int ref_rows_forward(const ba_engine_rows *r, double *logw, char *err)
 {
     int rc = ba_engine_check_spins(&ba_engine_reference_ops, r->T, r->J, r->ldj, err);
-    return rc ? rc : ba_ref_forward(r->B, r->T, r->h, r->J, r->ldj, logw, err);
+    return rc ? rc : ref_forward(r->B, r->T, r->h, r->J, r->ldj, logw, r->stop, err);
 }
 
 static int ref_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
                              char *err)
 {
     int rc = ba_engine_check_spins(&ba_engine_reference_ops, r->T, r->J, r->ldj, err);
-    return rc ? rc : ba_ref_backward(r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, err);
+    return rc ? rc : ref_backward(r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, r->stop, err);
 }
 
 static int ref_check(const ba_engine_limits *q, char *err)

@@ -272,9 +272,123 @@ static int head_rows(const ba_attn_shape *s, int hh, int B, const double *h, con
     int band = ((*o)->caps & BA_ENGINE_CAP_BAND) != 0;
     ba_engine_rows rr = {B, s->T, h, Jd, s->T, uses_band_layout(s),
                          band ? band_width(s) : s->window, &s->approx, NULL, lw0,
-                         grad_reach(s), s->astats};
+                         grad_reach(s), s->astats, s->stop};
     *r = rr;
     return ((*o)->caps & BA_ENGINE_CAP_CONTEXT) ? head_ctx(s, *o, hh, &r->ctx, tmp, err) : BA_OK;
+}
+
+/* Below this largest log-weight of a query's row (every key has
+ * P(s_j = +1) < e^-600, fields below about -300) the backward refuses:
+ * S = exp(logsumexp l) is then under 1e-260, dL/dm = (da - a.da)/(2S)
+ * over 1e260, and an engine's products of it with state probabilities
+ * near the double's smallest normal (1e-308) would lose their digits
+ * silently or overflow (docs/internals.md, "Gradients"). */
+#define BA_ATTN_LOGW_MIN (-600.0)
+
+/* BA_ERR_INTERRUPTED when the caller asked to stop, before head hh. */
+static int stop_check(const ba_attn_shape *s, int hh, const char *pass, char *err)
+{
+    return ba_stop_requested(s->stop)
+               ? ba_fail(err, BA_ERR_INTERRUPTED, "%s attention %s: stopped on request before "
+                         "head %d of %d", ba_attn_name(s->attn), pass, hh, s->H)
+               : BA_OK;
+}
+
+/* The engine of s as its user asked for it, for messages. */
+static const char *engine_label(const ba_attn_shape *s)
+{
+    if (is_sampled(s))
+        return "sampled";
+    const ba_engine_ops *o = ba_engine_ops_of(s->engine);
+    return o ? o->name : "unknown";
+}
+
+/* BA_ERR_NUMERIC naming the first field h = q.k scale of head hh (hd,
+ * (B,T,T)) that overflowed: finite q and k whose product does not fit. */
+static int check_fields(const ba_attn_shape *s, int hh, int B, int T, const double *hd,
+                        char *err)
+{
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j <= i; j++)
+                if (!isfinite(hd[((size_t)b * T + i) * T + j]))
+                    return ba_fail(err, BA_ERR_NUMERIC,
+                                   "%s attention: head %d, batch %d, query %d, key %d: the "
+                                   "field q.k scale = %g is not finite (q or k too large)",
+                                   ba_attn_name(s->attn), hh, b, i, j,
+                                   hd[((size_t)b * T + i) * T + j]);
+    return BA_OK;
+}
+
+/* BA_ERR_NUMERIC naming the first row of head hh whose log-weights (ld,
+ * (B,T,T)) hold a NaN or +inf: an engine that overflowed (couplings too
+ * large for it) rather than weights any softmax could use. */
+static int check_logw(const ba_attn_shape *s, int hh, int B, int T, const double *ld, char *err)
+{
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j <= i; j++) {
+                double x = ld[((size_t)b * T + i) * T + j];
+                if (isnan(x) || x > 1e-6)
+                    return ba_fail(err, BA_ERR_NUMERIC,
+                                   "%s attention forward (engine %s): head %d, batch %d, query "
+                                   "%d, key %d: log P(s = +1) = %g is not a log-probability "
+                                   "(fields or couplings too large for the engine)",
+                                   ba_attn_name(s->attn), engine_label(s), hh, b, i, j, x);
+            }
+    return BA_OK;
+}
+
+/* BA_ERR_NUMERIC naming the first query of head hh whose dL/dm (gd,
+ * (B,T,T)) is not finite or whose largest log-weight (pre, the forward's
+ * l) is below BA_ATTN_LOGW_MIN: every key of it is too unlikely for the
+ * gradient to be formed in double. hd: the fields (boltzmann, exact). */
+static int check_dldm(const ba_attn_shape *s, int hh, int B, int T, int H, const double *gd,
+                      const AT_REAL *pre, const double *hd, char *err)
+{
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {
+            const AT_REAL *l = pre + (((size_t)b * H + hh) * T + i) * T;
+            const double *gr = gd + ((size_t)b * T + i) * T;
+            int jm = 0, bad = 0;
+            for (int j = 0; j <= i; j++) {
+                jm = l[j] > l[jm] ? j : jm;
+                bad |= !isfinite(gr[j]);
+            }
+            if (!bad && (l[jm] >= BA_ATTN_LOGW_MIN || is_sampled(s)))
+                continue;
+            double h = s->attn == BA_ATTN_BOLTZMANN && !is_sampled(s)
+                           ? hd[((size_t)b * T + i) * T + jm]
+                           : 0.0;
+            return ba_fail(err, BA_ERR_NUMERIC,
+                           "%s attention backward (engine %s): head %d, batch %d, query %d: "
+                           "every key is too unlikely to differentiate in double (largest "
+                           "log P(s = +1) = %g at key %d, field %g; the bound is %g, fields "
+                           "near -300)",
+                           ba_attn_name(s->attn), engine_label(s), hh, b, i, (double)l[jm], jm,
+                           h, BA_ATTN_LOGW_MIN);
+        }
+    return BA_OK;
+}
+
+/* BA_ERR_NUMERIC naming the first non-finite entry of an engine's
+ * gradients of head hh: dh (n entries, may be NULL) and dJ (nj). */
+static int check_grads(const ba_attn_shape *s, int hh, const double *dh, size_t n,
+                       const double *dJ, size_t nj, char *err)
+{
+    for (size_t q = 0; dh && q < n; q++)
+        if (!isfinite(dh[q]))
+            return ba_fail(err, BA_ERR_NUMERIC,
+                           "%s attention backward (engine %s): head %d: dL/dh[%zu] = %g is not "
+                           "finite (fields or couplings too large for the engine)",
+                           ba_attn_name(s->attn), engine_label(s), hh, q, dh[q]);
+    for (size_t q = 0; q < nj; q++)
+        if (!isfinite(dJ[q]))
+            return ba_fail(err, BA_ERR_NUMERIC,
+                           "%s attention backward (engine %s): head %d: dL/dJ entry %zu = %g is "
+                           "not finite (fields or couplings too large for the engine)",
+                           ba_attn_name(s->attn), engine_label(s), hh, q, dJ[q]);
+    return BA_OK;
 }
 
 /* The engine of s over B queries' rows, through its interface. */
@@ -329,8 +443,14 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
     }
     int rc = BA_OK;
     for (int hh = 0; hh < H && rc == BA_OK; hh++) {
+        /* a stop request ends the layer between heads (and inside a long
+         * engine call, between its queries) */
+        if ((rc = stop_check(s, hh, "forward", err)))
+            break;
         if (s->attn != BA_ATTN_COUPLING)
             compute_fields(s, &g, hh, io, hd);
+        if (s->attn != BA_ATTN_COUPLING && (rc = check_fields(s, hh, B, T, hd, err)))
+            break;
         switch (s->attn) {
         case BA_ATTN_SOFTMAX:
             memcpy(ld, hd, sizeof(double) * btt);
@@ -367,6 +487,8 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
                 memcpy(ld + (size_t)b * T * T, ld, sizeof(double) * T * T);
             break;
         }
+        if (rc == BA_OK && is_ising(s->attn))
+            rc = check_logw(s, hh, s->attn == BA_ATTN_COUPLING ? 1 : B, T, ld, err);
         if (rc)
             break;
         /* normalise each row: a = softmax over the visible keys of l */
@@ -429,6 +551,8 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
     if (sampled && !s->sctx)
         rc = ba_fail(err, BA_ERR_ARG, "sampled attention needs the sample contexts of its forward");
     for (int hh = 0; hh < H && rc == BA_OK; hh++) {
+        if ((rc = stop_check(s, hh, "backward", err)))
+            break;
         /* the fields enter the sigmoid derivative and the exact engine; the
          * sampled backward needs only the shots */
         if (s->attn == BA_ATTN_SIGMOID || (s->attn == BA_ATTN_BOLTZMANN && !sampled))
@@ -473,6 +597,8 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                     }
                 }
             }
+        if (is_ising(s->attn) && (rc = check_dldm(s, hh, B, T, H, gd, pre, hd, err)))
+            break;
         if (is_ising(s->attn)) {
             copy_couplings(s, hh, J, Jd);
             memset(dJd, 0, sizeof(double) * jsz);
@@ -501,6 +627,9 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 else
                     rc = exact_backward(s, hh, 1, h0, Jd, NULL, gd, NULL, dJd, err);
             }
+            if (rc == BA_OK)
+                rc = check_grads(s, hh, s->attn == BA_ATTN_BOLTZMANN ? dh : NULL, btt, dJd, jsz,
+                                 err);
             if (rc)
                 break;
             if (dJ)

@@ -148,6 +148,77 @@ int ba_checkpoint_save(const char *path, const ba_model *m, const ba_data_spec *
     return rc;
 }
 
+int ba_checkpoint_save_tensors(const char *path, const char *config_json, int n_tensors,
+                               const char *const *names, const int *ndims, const int *shapes,
+                               const float *const *data, const char *const *meta_keys,
+                               const char *const *meta_vals, int n_meta, char *err)
+{
+    if (!path || !config_json || n_tensors < 0 ||
+        (n_tensors > 0 && (!names || !ndims || !shapes || !data)))
+        return ba_fail(err, BA_ERR_ARG, "ba_checkpoint_save_tensors: bad arguments");
+    ba_config cfg;
+    ba_data_spec spec;
+    char why[BA_ERR_LEN];
+    int rc = ba_config_from_json(config_json, &cfg, &spec, why);
+    if (rc != BA_OK)
+        return ba_fail(err, rc, "checkpoint config: %s", why);
+    ba_model *m;
+    if ((rc = ba_model_init(&m, &cfg, why)) != BA_OK)
+        return ba_fail(err, rc, "checkpoint config: %s", why);
+    int nt = ba_model_num_tensors(m);
+    size_t P = ba_model_num_params(m);
+    ba_real *params = ba_model_params(m);
+    if (n_tensors != nt)
+        rc = ba_fail(err, BA_ERR_ARG, "%d tensors given; the config's model has %d",
+                     n_tensors, nt);
+    for (int i = 0; i < nt && rc == BA_OK; i++) {
+        ba_tensor_info t;
+        if (ba_model_tensor(m, i, &t) != BA_OK || t.ndim < 0 || t.ndim > 3 || t.offset > P ||
+            t.size > P - t.offset) {
+            rc = ba_fail(err, BA_ERR_ARG, "model tensor %d does not lie inside the %zu "
+                         "parameters", i, P);
+            break;
+        }
+        int k = 0;
+        while (k < n_tensors && (!names[k] || strcmp(names[k], t.name) != 0))
+            k++;
+        if (k == n_tensors) {
+            rc = ba_fail(err, BA_ERR_ARG, "tensor '%s' of the config's model is not given",
+                         t.name);
+            break;
+        }
+        int same = ndims[k] == t.ndim && (t.size == 0 || data[k]);
+        for (int j = 0; same && j < t.ndim; j++)
+            same = shapes[3 * k + j] == t.shape[j];
+        if (!same) {
+            char want[64] = "", got[64] = "";
+            for (int j = 0; j < t.ndim; j++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", j ? ", " : "",
+                         t.shape[j]);
+            for (int j = 0; j < ndims[k] && j < 3 && ndims[k] >= 0; j++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d", j ? ", " : "",
+                         shapes[3 * k + j]);
+            rc = ba_fail(err, BA_ERR_ARG, "tensor '%s' has shape [%s]; the config's model "
+                         "has [%s]", t.name, got, want);
+            break;
+        }
+        for (size_t j = 0; j < t.size; j++)
+            params[t.offset + j] = (ba_real)data[k][j];
+    }
+    /* names are unique in the model, so n_tensors == nt given names that
+     * all matched leaves none over unless one is given twice */
+    for (int a = 0; a < n_tensors && rc == BA_OK; a++)
+        for (int b = a + 1; b < n_tensors && rc == BA_OK; b++)
+            if (names[a] && names[b] && strcmp(names[a], names[b]) == 0)
+                rc = ba_fail(err, BA_ERR_ARG, "tensor '%s' is given twice", names[a]);
+    if (rc == BA_OK)
+        rc = ba_model_check_band(m, "checkpoint", err);
+    if (rc == BA_OK)
+        rc = ba_checkpoint_save(path, m, &spec, meta_keys, meta_vals, n_meta, err);
+    ba_model_free(m);
+    return rc;
+}
+
 /* Copies the F32 file tensor ft into the model tensor t of params,
  * checking dtype, shape and finiteness. */
 static int load_tensor(const ba_st_tensor *ft, const ba_tensor_info *t, ba_real *params,

@@ -67,6 +67,7 @@ struct ba_model {
     long n_targets;
     int has_targets;
     ba_approx_stats astats; /* the approximate engines' counts since the last take */
+    ba_stop stop;           /* the caller's stop request (ba_model_set_stop) */
 };
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
@@ -548,7 +549,16 @@ static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng, long it
     as.approx = c->approx;
     as.window = c->window;
     as.astats = &m->astats;
+    as.stop = m->stop.requested ? &m->stop : NULL;
     return as;
+}
+
+void ba_model_set_stop(ba_model *m, const ba_stop *stop)
+{
+    if (!m)
+        return;
+    m->stop.requested = stop ? stop->requested : NULL;
+    m->stop.user = stop ? stop->user : NULL;
 }
 
 ba_approx_stats ba_model_approx_stats_take(ba_model *m)

@@ -27,6 +27,12 @@ int ba_model_check_band(const ba_model *m, const char *what, char *err);
  * whose first sequence is item0 of the whole: a sampled model draws the
  * share's shots as one process would for the whole (ba_attn_shape.item0).
  * inputs, targets (B,T). ba_model_forward is the share at item0 0. */
+/* Sets the stop request the model's attention layers poll (copied; stop
+ * NULL: none): a forward or backward then ends early with
+ * BA_ERR_INTERRUPTED once stop->requested answers nonzero, and the model's
+ * activations and gradients are unspecified (parameters and optimiser
+ * state untouched). The trainer sets its hooks' stop for a run. */
+void ba_model_set_stop(ba_model *m, const ba_stop *stop);
 int ba_model_forward_share(ba_model *m, const int *inputs, const int *targets, int B, int T,
                            long item0, double *loss, char *err);
 /* The update of ba_model_step in its parts (src/model/optim.c), as the
@@ -124,6 +130,9 @@ typedef struct {
     ba_approx approx;
     int window;
     ba_approx_stats *astats;
+    /* the caller's stop request, polled between heads and by the engines
+     * between queries (NULL: never; ba_model_set_stop) */
+    const ba_stop *stop;
 } ba_attn_shape;
 
 /* Where the core reads q, k, v and writes its output, in one precision:

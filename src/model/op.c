@@ -254,6 +254,18 @@ static int nonfinite_input(const ba_attn_op_desc *o, const char *name, size_t i,
                    name, i, i / (d * T * H), i / (d * T) % H, i / d % T, i % d, x);
 }
 
+/* BA_ERR_ARG naming coupling i of J, beyond BA_ATTN_OP_MAX_COUPLING. */
+static int huge_coupling(const ba_attn_op_desc *o, size_t i, double x, char *err)
+{
+    if (o->couplings == BA_COUPLINGS_RELATIVE)
+        return ba_fail(err, BA_ERR_ARG,
+                       "J[%zu][%zu] (distance %zu) = %g exceeds the bound |J| <= %g", i / o->D,
+                       i % o->D, i % o->D + 1, x, BA_ATTN_OP_MAX_COUPLING);
+    return ba_fail(err, BA_ERR_ARG, "J[%zu][%zu][%zu] = %g exceeds the bound |J| <= %g",
+                   i / ((size_t)o->T * o->T), i / o->T % o->T, i % o->T, x,
+                   BA_ATTN_OP_MAX_COUPLING);
+}
+
 /* Element i of a float (prec 32) or double array, as a double. */
 static double elem_of(const void *p, int prec, size_t i)
 {
@@ -278,6 +290,9 @@ static int check_finite(const ba_attn_op_desc *o, int prec, const void *q, const
     for (size_t i = 0; i < nJ; i++)
         if (coupling_read(o, i) && !isfinite(elem_of(J, prec, i)))
             return nonfinite_input(o, "J", i, elem_of(J, prec, i), err);
+    for (size_t i = 0; i < nJ; i++)
+        if (coupling_read(o, i) && fabs(elem_of(J, prec, i)) > BA_ATTN_OP_MAX_COUPLING)
+            return huge_coupling(o, i, elem_of(J, prec, i), err);
     return BA_OK;
 }
 

@@ -405,3 +405,60 @@ int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rn
     return rc;
 }
 
+/* ------------------------------------------ the data of a restored run */
+
+/* A charlm text's size and "fnv1a64:<hex>" hash as the settings record
+ * them (ba_dataset_fingerprint). */
+uint64_t ba_text_fingerprint(const ba_dataset *d, char hash[32])
+{
+    uint64_t bytes, h;
+    ba_dataset_fingerprint(d, &bytes, &h);
+    snprintf(hash, 32, "fnv1a64:%016llx", (unsigned long long)h);
+    return bytes;
+}
+
+/* A restored charlm run's data must be the text it was trained on, not
+ * only one with the same vocabulary: its recorded size and hash (states
+ * written before they were recorded are taken on trust). */
+int ba_state_same_text(const ba_st *st, const ba_dataset *data, const char *path, char *err)
+{
+    cJSON *o = cJSON_Parse(ba_st_metadata(st, "train"));
+    const cJSON *nb = cJSON_GetObjectItemCaseSensitive(o, "data_bytes");
+    const cJSON *hh = cJSON_GetObjectItemCaseSensitive(o, "data_hash");
+    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(o, "data");
+    int rc = BA_OK;
+    if (ba_dataset_task(data) == BA_TASK_CHARLM && cJSON_IsNumber(nb) && cJSON_IsString(hh)) {
+        char hex[32];
+        uint64_t bytes = ba_text_fingerprint(data, hex);
+        if ((double)bytes != nb->valuedouble || strcmp(hex, hh->valuestring) != 0)
+            rc = ba_fail(err, BA_ERR_ARG,
+                         "the data differs from the run's: %.200s has %llu bytes (%s), the run "
+                         "was trained on %.0f bytes (%.40s) from %.200s",
+                         path ? path : "the data", (unsigned long long)bytes, hex,
+                         nb->valuedouble, hh->valuestring,
+                         cJSON_IsString(dp) ? dp->valuestring : "(unrecorded)");
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* The data given to a restored run must be the data it was saved with. */
+int ba_state_same_data(const ba_data_spec *saved, const ba_data_spec *now, char *err)
+{
+    if (saved->task != now->task)
+        return ba_fail(err, BA_ERR_ARG, "the run was trained on %s data, not %s",
+                       ba_task_name(saved->task), ba_task_name(now->task));
+    if (saved->task == BA_TASK_CHARLM &&
+        (saved->vocab_size != now->vocab_size ||
+         memcmp(saved->vocab, now->vocab, (size_t)saved->vocab_size) != 0))
+        return ba_fail(err, BA_ERR_ARG, "the data's vocabulary differs from the run's");
+    if (saved->task == BA_TASK_BRACKETS &&
+        (saved->kinds != now->kinds || saved->n_heldout != now->n_heldout ||
+         saved->data_seed != now->data_seed))
+        return ba_fail(err, BA_ERR_ARG,
+                       "the brackets data (kinds %d, held out %d, seed %llu) differs from the "
+                       "run's (kinds %d, held out %d, seed %llu)",
+                       now->kinds, now->n_heldout, (unsigned long long)now->data_seed,
+                       saved->kinds, saved->n_heldout, (unsigned long long)saved->data_seed);
+    return BA_OK;
+}

@@ -79,6 +79,15 @@ int ba_state_describe(const ba_st *st, ba_config *cfg, ba_data_spec *spec,
                       ba_train_settings *s, char **data_path, char *err);
 int ba_state_read_into(const ba_st *st, ba_model *m, long *step, ba_rng *data_rng,
                        double *train_s, char *err);
+/* The data a restored run is given against the one it was saved with
+ * (src/train/state.c): the task and its description (same_data; BA_ERR_ARG
+ * naming the difference), and for charlm the text itself by the size and
+ * hash its settings recorded (same_text; path names the data in the
+ * message). ba_text_fingerprint: a text's size, and its "fnv1a64:<hex>"
+ * hash into hash, as the settings record them. */
+int ba_state_same_data(const ba_data_spec *saved, const ba_data_spec *now, char *err);
+int ba_state_same_text(const ba_st *st, const ba_dataset *data, const char *path, char *err);
+uint64_t ba_text_fingerprint(const ba_dataset *d, char hash[32]);
 struct cJSON *ba_record_object(const ba_record *r, struct cJSON *config, struct cJSON *train);
 /* Trims metrics.jsonl (a missing log is an empty one) to the records up to
  * step (dropping what a killed call logged after its last save, and a

@@ -161,16 +161,6 @@ static int trainer_alloc(ba_trainer **out, const ba_config *cfg, const ba_datase
     return BA_OK;
 }
 
-/* A charlm text's size and "fnv1a64:<hex>" hash as the settings record
- * them (ba_dataset_fingerprint). */
-static uint64_t text_fingerprint(const ba_dataset *d, char hash[32])
-{
-    uint64_t bytes, h;
-    ba_dataset_fingerprint(d, &bytes, &h);
-    snprintf(hash, 32, "fnv1a64:%016llx", (unsigned long long)h);
-    return bytes;
-}
-
 /* The settings as recorded in checkpoints and states: with the data path
  * (charlm only) and the thread count of this process. */
 static int set_data_path(ba_trainer *t, const char *path, char *err)
@@ -184,7 +174,7 @@ static int set_data_path(ba_trainer *t, const char *path, char *err)
     t->train_json = NULL;
     cJSON *o = ba_settings_json_object(&t->s, p);
     char hex[32];
-    uint64_t bytes = text_fingerprint(t->data, hex);
+    uint64_t bytes = ba_text_fingerprint(t->data, hex);
     int ok = o && (t->spec.task != BA_TASK_CHARLM ||
                    (cJSON_AddNumberToObject(o, "data_bytes", (double)bytes) &&
                     cJSON_AddStringToObject(o, "data_hash", hex)));
@@ -193,31 +183,6 @@ static int set_data_path(ba_trainer *t, const char *path, char *err)
     if (!t->train_json)
         return ba_fail(err, BA_ERR_NOMEM, "out of memory");
     return BA_OK;
-}
-
-/* A restored charlm run's data must be the text it was trained on, not
- * only one with the same vocabulary: its recorded size and hash (states
- * written before they were recorded are taken on trust). */
-static int same_text(const ba_st *st, const ba_dataset *data, const char *path, char *err)
-{
-    cJSON *o = cJSON_Parse(ba_st_metadata(st, "train"));
-    const cJSON *nb = cJSON_GetObjectItemCaseSensitive(o, "data_bytes");
-    const cJSON *hh = cJSON_GetObjectItemCaseSensitive(o, "data_hash");
-    const cJSON *dp = cJSON_GetObjectItemCaseSensitive(o, "data");
-    int rc = BA_OK;
-    if (ba_dataset_task(data) == BA_TASK_CHARLM && cJSON_IsNumber(nb) && cJSON_IsString(hh)) {
-        char hex[32];
-        uint64_t bytes = text_fingerprint(data, hex);
-        if ((double)bytes != nb->valuedouble || strcmp(hex, hh->valuestring) != 0)
-            rc = ba_fail(err, BA_ERR_ARG,
-                         "the data differs from the run's: %.200s has %llu bytes (%s), the run "
-                         "was trained on %.0f bytes (%.40s) from %.200s",
-                         path ? path : "the data", (unsigned long long)bytes, hex,
-                         nb->valuedouble, hh->valuestring,
-                         cJSON_IsString(dp) ? dp->valuestring : "(unrecorded)");
-    }
-    cJSON_Delete(o);
-    return rc;
 }
 
 int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *data,
@@ -242,27 +207,6 @@ int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *da
     return BA_OK;
 }
 
-/* The data given to a restored run must be the data it was saved with. */
-static int same_data(const ba_data_spec *saved, const ba_data_spec *now, char *err)
-{
-    if (saved->task != now->task)
-        return ba_fail(err, BA_ERR_ARG, "the run was trained on %s data, not %s",
-                       ba_task_name(saved->task), ba_task_name(now->task));
-    if (saved->task == BA_TASK_CHARLM &&
-        (saved->vocab_size != now->vocab_size ||
-         memcmp(saved->vocab, now->vocab, (size_t)saved->vocab_size) != 0))
-        return ba_fail(err, BA_ERR_ARG, "the data's vocabulary differs from the run's");
-    if (saved->task == BA_TASK_BRACKETS &&
-        (saved->kinds != now->kinds || saved->n_heldout != now->n_heldout ||
-         saved->data_seed != now->data_seed))
-        return ba_fail(err, BA_ERR_ARG,
-                       "the brackets data (kinds %d, held out %d, seed %llu) differs from the "
-                       "run's (kinds %d, held out %d, seed %llu)",
-                       now->kinds, now->n_heldout, (unsigned long long)now->data_seed,
-                       saved->kinds, saved->n_heldout, (unsigned long long)saved->data_seed);
-    return BA_OK;
-}
-
 int ba_trainer_restore(ba_trainer **out, const char *path, const ba_dataset *data,
                        const char *data_path, char *err)
 {
@@ -279,9 +223,9 @@ int ba_trainer_restore(ba_trainer **out, const char *path, const ba_dataset *dat
         rc = ba_state_describe(st, &cfg, &spec, &s, &saved_path, err);
     ba_dataset_spec(data, &now);
     if (rc == BA_OK)
-        rc = same_data(&spec, &now, err);
+        rc = ba_state_same_data(&spec, &now, err);
     if (rc == BA_OK)
-        rc = same_text(st, data, data_path ? data_path : saved_path, err);
+        rc = ba_state_same_text(st, data, data_path ? data_path : saved_path, err);
     ba_trainer *t = NULL;
     if (rc == BA_OK)
         rc = trainer_alloc(&t, &cfg, data, &s, err);
@@ -379,6 +323,10 @@ int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, 
     /* the learning rate: linear warmup, then cosine decay to min_lr_frac */
     double rate = ba_lr_schedule(ba_model_step_count(m), s->steps, s->warmup, s->lr,
                                  s->lr * s->min_lr_frac);
+    /* the RNGs as they were, for a step a stop request ends: it then
+     * changes nothing, and the run saved after it resumes to the same
+     * step (the same batch, the same shots) */
+    ba_rng data0 = t->data_rng, shots0 = *ba_model_sampler_rng(m);
     /* the batch: every replica draws the whole batch (the stream stays one)
      * and takes its share, sequences b0 .. b0 + bs - 1 */
     ba_dataset_train_batch(t->data, &t->data_rng, s->batch, t->in, t->tg);
@@ -402,6 +350,12 @@ int ba_trainer_step(ba_trainer *t, double *loss, double *lr, double *grad_norm, 
         rc = ba_par_grads(&t->red, m, t->rbuf, rc, why, &l, &st, err);
     else if (rc)
         ba_fail(err, rc, "%s", why);
+    /* stopped on request mid-step (every rank: the status is shared) */
+    if (rc == BA_ERR_INTERRUPTED) {
+        t->data_rng = data0;
+        *ba_model_sampler_rng(m) = shots0;
+        return rc;
+    }
     /* gradient check: the global norm, refused when not finite */
     if (rc == BA_OK)
         rc = ba_model_grad_norm(m, &gn, err);
@@ -598,6 +552,8 @@ static int periodic_eval(run_ctx *c, long done, char *err)
     ba_approx_stats st = ba_model_approx_stats_take(c->t->m);
     ba_engine_stats_add(&c->t->approx, &st);
     int rc = ba_trainer_evaluate(c->t, c->t->s.eval_items, &r.eval, why);
+    if (rc == BA_ERR_INTERRUPTED) /* the step stands; the stop follows it */
+        return BA_OK;
     if (rc)
         return ba_fail(err, rc, "evaluation at step %ld: %s", done, why);
     r.approx = ba_model_approx_stats_take(c->t->m);
@@ -629,6 +585,10 @@ static int one_step(run_ctx *c, int *stop, char *err)
     char why[BA_ERR_LEN];
     long done = ba_model_step_count(t->m) + 1;
     int rc = ba_trainer_step(t, &r.loss, &r.lr, &r.grad_norm, why);
+    if (rc == BA_ERR_INTERRUPTED) { /* nothing changed: stop at the last step */
+        *stop = 1;
+        return BA_OK;
+    }
     if (rc) {
         c->out->failed_step = done;
         return ba_fail(err, rc, "step %ld: %s", done, why);
@@ -675,6 +635,10 @@ static int final_eval(void *user, ba_eval_result *r, char *err)
     run_ctx *c = user;
     int stopped;
     int rc = trainer_eval(c->t, 0, final_tick, c, r, &stopped, err);
+    if (rc == BA_ERR_INTERRUPTED) { /* a stop inside a batch's forward */
+        c->stopped = 1;
+        return BA_OK;
+    }
     if (rc == BA_OK && parallel(c->t)) {
         if (stopped < 0)
             rc = ba_par_any(&c->t->red, c->t->rbuf, c->stopped, &stopped, err);
@@ -747,6 +711,9 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
     if (parallel(t) && t->red.rank != 0)
         dir = NULL;
     run_ctx c = {t, dir, hooks, NULL, "", 0, ba_model_step_count(t->m), out, 0};
+    /* the stop hook reaches inside the steps, for this call only */
+    ba_stop halt = {hooks ? hooks->stop : NULL, hooks ? hooks->user : NULL};
+    ba_model_set_stop(t->m, &halt);
     out->saved_step = dir && t->restored ? c.start : -1;
     out->step = c.start;
     int rc = dir ? note_machine(t, dir, err) : BA_OK;
@@ -780,5 +747,6 @@ int ba_trainer_run(ba_trainer *t, const char *dir, const ba_train_hooks *hooks,
     t->restored = 1;
     if (c.log && fclose(c.log) != 0 && rc == BA_OK)
         rc = ba_fail(err, BA_ERR_IO, "cannot write %.200s", c.logpath);
+    ba_model_set_stop(t->m, NULL);
     return rc;
 }
