@@ -67,7 +67,7 @@ void ba_approx_fail_note(ba_approx_fail *f, long row, int rc, const char *err)
 #pragma omp critical(ba_approx_fail)
     if (f->row < 0 || row < f->row) {
         f->row = row, f->rc = rc;
-        memcpy(f->err, err, BA_ERR_LEN);
+        snprintf(f->err, BA_ERR_LEN, "%s", err); /* err: any string, not only a buffer */
     }
 }
 
