@@ -16,7 +16,7 @@ BIN        := $(BUILD)/boltzattn
 LAB        := $(BUILD)/boltzattn-lab
 CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 
-.PHONY: all deps build install test test-release test-asan run data bench bench-train bench-long bench-approx bench-python bench-mpi reproduce plan results-doc samplers-doc approx-doc clean help
+.PHONY: all deps build install test test-release test-asan run data bench bench-train bench-long bench-approx bench-attention bench-python bench-mpi reproduce plan results-doc samplers-doc approx-doc clean help
 PRESET     ?= quick
 PREFIX     ?= /usr/local
 
@@ -41,6 +41,7 @@ help:
 	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~10 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make install PREFIX=DIR   build, then install headers, libboltzattn.so/.a, boltzattn.pc, the CMake package (docs/c-api.md) and the Python package (docs/python.md)"
+	@echo "make bench-attention  tiled softmax/sigmoid attention vs the dense core, GFLOP/s against sgemm, buffer bytes"
 	@echo "make bench-python  the Python op: its overhead over the C op, and against a PyTorch-only exact attention"
 	@echo "make bench-mpi     data-parallel training (1 rank x 2 threads vs 2 ranks x 1 thread, T = 16..24) and a grid on 1 and 2 ranks"
 	@echo "make clean  remove build directories"
@@ -121,6 +122,11 @@ bench: build
 LONG_ARGS ?=
 bench-long: build
 	$(BUILD)/bench_long --threads 1 --csv $(BUILD)/bench_long.csv $(LONG_ARGS)
+
+# The tiled attention kernels against the dense core (docs/performance.md,
+# "Tiled attention"): time, GFLOP/s against same-shape sgemm, buffer bytes.
+bench-attention: build
+	$(BUILD)/bench_attention --T 256,1024,4096 --reps 5
 
 # The approximate engines' cost: one head's forward + backward for softmax,
 # the band engine (W = 8), mf/tap/bp with full-range and banded (W = 8)

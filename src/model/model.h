@@ -175,6 +175,28 @@ int ba_attn_core_forward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io, d
 int ba_attn_core_backward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io, double *dJ,
                               const double *J, const double *att, const double *pre, char *err);
 
+/* Tiled attention with linear memory (src/model/attention_tiled.c, issue
+ * 42), softmax and sigmoid only (ba_attn_tiled_supports): the dense core's
+ * results to rounding, with no (B,H,T,T) buffer. The forward writes
+ * io->out and lse (B,H,T), each query row's log-sum-exp of its log-weights;
+ * the backward reads io->q, k, v, the forward's io->out and lse, and
+ * io->dout, and accumulates into io->dq, dk, dv. weights writes the
+ * forward's a (B,H,T,T) (as the core's att) recomputed from lse. The same
+ * results on any number of threads. */
+int ba_attn_tiled_supports(const ba_attn_shape *s);
+int ba_attn_tiled_forward_f32(const ba_attn_shape *s, const ba_attn_io_f32 *io, float *lse,
+                              char *err);
+int ba_attn_tiled_backward_f32(const ba_attn_shape *s, const ba_attn_io_f32 *io,
+                               const float *lse, char *err);
+int ba_attn_tiled_weights_f32(const ba_attn_shape *s, const ba_attn_io_f32 *io, const float *lse,
+                              float *att, char *err);
+int ba_attn_tiled_forward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io, double *lse,
+                              char *err);
+int ba_attn_tiled_backward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io,
+                               const double *lse, char *err);
+int ba_attn_tiled_weights_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io,
+                              const double *lse, double *att, char *err);
+
 /* The model's layer: the core on packed qkv (B,T,3C), out and dout
  * (B,T,C), in each precision; ba_attention_forward/backward are those of
  * ba_real. dqkv (B,T,3C) and dJ (the layout of J) accumulate (dJ may be
