@@ -54,33 +54,23 @@ static const command att_cmd = {
     "Dense against tiled attention, forward + backward: seconds, GFLOP/s, buffers.",
     att_opts};
 
-/* VmHWM (peak resident memory) in MiB, and its reset (0 when it worked). */
-static double peak_mib(void)
+/* A /proc/self/status line's figure in MiB (key "VmHWM:": the peak
+ * resident memory; "VmRSS:": the resident memory now), NAN if absent. */
+static double status_mib(const char *key)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     double kb = NAN;
+    size_t n = strlen(key);
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6))
-            kb = atof(line + 6);
+        if (!strncmp(line, key, n))
+            kb = atof(line + n);
     if (f)
         fclose(f);
     return kb / 1024;
 }
 
-static double rss_mib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = NAN;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6))
-            kb = atof(line + 6);
-    if (f)
-        fclose(f);
-    return kb / 1024;
-}
-
+/* The peak's reset (0 when it worked). */
 static int reset_peak(void)
 {
     FILE *f = fopen("/proc/self/clear_refs", "w");
@@ -142,7 +132,7 @@ static int step(problem *p, int tiled, double *sec, double *peak, char *err)
 {
     const ba_attn_shape *s = &p->s;
     size_t btt = (size_t)s->B * s->H * s->T * s->T, bht = (size_t)s->B * s->H * s->T;
-    double base = rss_mib();
+    double base = status_mib("VmRSS:");
     reset_peak();
     double t0 = now_s();
     int rc;
@@ -164,7 +154,7 @@ static int step(problem *p, int tiled, double *sec, double *peak, char *err)
         free(att), free(pre);
     }
     *sec = now_s() - t0;
-    *peak = peak_mib() - base;
+    *peak = status_mib("VmHWM:") - base;
     return rc;
 }
 

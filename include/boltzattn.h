@@ -349,7 +349,12 @@ int ba_model_forward(ba_model *m, const int *inputs, const int *targets,
  * hold -INFINITY. Valid until the next forward. */
 const ba_real *ba_model_logits(const ba_model *m);
 /* Attention weights of the last forward for layer l: (B,H,T,T), row i holds
- * a_ij for j <= i and 0 above. NULL if l is out of range. */
+ * a_ij for j <= i and 0 above; valid until the next forward. NULL if l is
+ * out of range, or (softmax and sigmoid, whose tiled forward keeps no
+ * weights) if the model cannot allocate the buffer it recomputes every
+ * layer's weights into at the first call after a forward: so a call may
+ * write inside the model, and two threads must not call it on one model
+ * at once. */
 const ba_real *ba_model_attention(const ba_model *m, int l);
 
 /* The fields h_ij = q_i . k_j / sqrt(d) of query i (j = 0..i) of batch

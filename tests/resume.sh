@@ -212,7 +212,11 @@ guard() { # name, expected phrase, extra args...
 # gradient check after it.
 guard grad "\\(blocks\\.[0-9]* attention backward: .*too unlikely to differentiate\\|gradient of .* is not finite\\)" \
     --attn boltzmann --clip 0
-guard loss "loss is not finite .*first non-finite tensor: activation" --attn softmax --no-ffn
+# softmax (tiled attention): the loss, or first the gradient (the tiled
+# backward's D_i = dy.y is rounding noise times |v| once the rows are one-hot
+# at |v| ~ 1e16, where the dense core's is exactly 0; docs/performance.md)
+guard loss "\\(loss is not finite .*first non-finite tensor: activation\\|gradient of .* is not finite\\)" \
+    --attn softmax --no-ffn
 
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]

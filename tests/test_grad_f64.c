@@ -592,6 +592,59 @@ static void test_sigmoid_is_boltzmann_at_zero_J(void **state)
     ba_model_free(ms), ba_model_free(mb);
 }
 
+/* A stop that answers yes from its (after + 1)-th poll on. */
+typedef struct {
+    long polls, after;
+} stop_after;
+
+static int stop_after_requested(void *user)
+{
+    stop_after *s = user;
+    long k;
+#pragma omp atomic capture
+    k = ++s->polls;
+    return k > s->after;
+}
+
+/* The tiled variants (softmax, sigmoid) poll the model's stop before each
+ * layer: the forward and backward end with BA_ERR_INTERRUPTED naming the
+ * layer; with a stop that never answers yes, the loss is the one without. */
+static void test_tiled_stop(void **state)
+{
+    (void)state;
+    int T = 7, B = 2;
+    for (int a = 0; a < 2; a++) {
+        ba_config c = ba_config_default(a ? BA_ATTN_SIGMOID : BA_ATTN_SOFTMAX, T);
+        c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.vocab_size = c.out_size = 6;
+        ba_model *m;
+        char err[BA_ERR_LEN];
+        assert_int_equal(ba_model_init(&m, &c, err), BA_OK);
+        ba_rng r;
+        ba_rng_seed(&r, 78);
+        randomise(m, &r);
+        int in[14], tg[14];
+        for (int i = 0; i < B * T; i++)
+            in[i] = (int)ba_rng_below(&r, 6), tg[i] = (int)ba_rng_below(&r, 6);
+        double plain, loss;
+        assert_int_equal(ba_model_forward(m, in, tg, B, T, &plain, err), BA_OK);
+        stop_after sa = {0, 0};
+        ba_stop st = {stop_after_requested, &sa};
+        ba_model_set_stop(m, &st);
+        assert_int_equal(ba_model_forward(m, in, tg, B, T, &loss, err), BA_ERR_INTERRUPTED);
+        assert_non_null(strstr(err, "forward: stopped on request before layer 0"));
+        sa.polls = 0, sa.after = 2; /* the layer's poll and the kernel's */
+        assert_int_equal(ba_model_forward(m, in, tg, B, T, &loss, err), BA_ERR_INTERRUPTED);
+        assert_non_null(strstr(err, "before layer 1"));
+        sa.polls = 0, sa.after = 1L << 40;
+        assert_int_equal(ba_model_forward(m, in, tg, B, T, &loss, err), BA_OK);
+        assert_memory_equal(&loss, &plain, sizeof loss);
+        sa.polls = 0, sa.after = 0;
+        assert_int_equal(ba_model_backward(m, err), BA_ERR_INTERRUPTED);
+        assert_non_null(strstr(err, "backward: stopped on request before layer 1"));
+        ba_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_model_all_variants),
         cmocka_unit_test(test_model_long_forms),
         cmocka_unit_test(test_sigmoid_is_boltzmann_at_zero_J),
+        cmocka_unit_test(test_tiled_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

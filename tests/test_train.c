@@ -8,7 +8,9 @@
  *   the validation loss well below its initial value, log V and the corpus's
  *   unigram entropy;
  * - every attention variant trains on brackets T=6 without error and its
- *   loss goes down.
+ *   loss goes down;
+ * - the weights of the tiled variants (softmax, sigmoid), recomputed by
+ *   ba_model_attention, match the fields of ba_model_fields.
  * Thresholds were chosen from measured runs over many seeds (see each test);
  * the whole file takes a few seconds with OMP_NUM_THREADS=2. */
 #include <setjmp.h>
@@ -384,6 +386,67 @@ static void test_model_fields(void **state)
     ba_dataset_free(d);
 }
 
+/* Softmax and sigmoid run the tiled kernels, which keep no weights:
+ * ba_model_attention recomputes them from the saved log-sum-exp. They
+ * equal the normalised weights of ba_model_fields' fields (log sigmoid(2h)
+ * for sigmoid), to float precision, in every layer, and follow the next
+ * forward. */
+static void test_tiled_weights(void **state)
+{
+    (void)state;
+    enum { T = 8, B = 3, H = 2, L = 2 };
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    assert_int_equal(ba_dataset_brackets(&d, T, 1, 14, 1234, err), BA_OK);
+    for (int v = 0; v < 2; v++) {
+        ba_attn attn = v ? BA_ATTN_SIGMOID : BA_ATTN_SOFTMAX;
+        ba_config cfg = ba_config_default(attn, T);
+        ba_config_set_data(&cfg, d);
+        cfg.n_head = H, cfg.n_embd = 16, cfg.n_layer = L;
+        ba_model *m;
+        assert_int_equal(ba_model_init(&m, &cfg, err), BA_OK);
+        ba_rng r;
+        ba_rng_seed(&r, 5 + v);
+        ba_model_init_weights(m, &r, 0);
+        ba_real *p = ba_model_params(m); /* larger weights: rows far from uniform */
+        for (size_t k = 0; k < ba_model_num_params(m); k++)
+            p[k] *= 6;
+        int in[B * T], tg[B * T];
+        for (int pass = 0; pass < 2; pass++) {
+            ba_dataset_train_batch(d, &r, B, in, tg);
+            assert_int_equal(ba_model_forward(m, in, tg, B, T, NULL, err), BA_OK);
+            double worst = 0.0, spread = 0.0;
+            for (int l = 0; l < L; l++) {
+                const ba_real *att = ba_model_attention(m, l); // (B,H,T,T)
+                assert_non_null(att);
+                for (int hh = 0; hh < H; hh++)
+                    for (int b = 0; b < B; b++)
+                        for (int i = 0; i < T; i++) {
+                            double h[T], z = 0.0;
+                            assert_int_equal(ba_model_fields(m, l, hh, b, i, h, err), BA_OK);
+                            for (int j = 0; j <= i; j++) {
+                                double lw = v ? -log1p(exp(-2 * h[j])) : h[j];
+                                z += (h[j] = exp(lw));
+                            }
+                            const ba_real *a = att + (((size_t)b * H + hh) * T + i) * T;
+                            for (int j = 0; j < T; j++) {
+                                double want = j <= i ? h[j] / z : 0.0;
+                                worst = fmax(worst, fabs(a[j] - want));
+                                spread = fmax(spread, j <= i ? fabs(want - 1.0 / (i + 1)) : 0.0);
+                            }
+                        }
+            }
+            print_message("%s pass %d: max |a - a(fields)| = %.3g (spread %.3g)\n",
+                          ba_attn_name(attn), pass, worst, spread);
+            assert_true(spread > 0.05);
+            assert_true(worst < 1e-5);
+        }
+        assert_null(ba_model_attention(m, L));
+        ba_model_free(m);
+    }
+    ba_dataset_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_charlm_learns),
         cmocka_unit_test(test_all_variants_train),
         cmocka_unit_test(test_model_fields),
+        cmocka_unit_test(test_tiled_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

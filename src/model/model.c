@@ -22,8 +22,8 @@ enum {
     A_LN1R,     // (L,B,T)
     A_QKV,      // (L,B,T,3C)
     A_ATTY,     // (L,B,T,C) attention output before the projection
-    A_ATT,      // (L,B,H,T,T) normalised weights
-    A_PRE,      // (L,B,H,T,T) log-weights l (see layers.c)
+    A_ATT,      // (L,B,H,T,T) normalised weights; none for the tiled variants
+    A_PRE,      // (L,B,H,T,T) log-weights l; tiled: (L,B,H,T) row log-sum-exp
     A_ATTPROJ,  // (L,B,T,C)
     A_RES2,     // (L,B,T,C) residual after attention
     A_LN2,      // (L,B,T,C)
@@ -68,6 +68,9 @@ struct ba_model {
     int has_targets;
     ba_approx_stats astats; /* the approximate engines' counts since the last take */
     ba_stop stop;           /* the caller's stop request (ba_model_set_stop) */
+    ba_real *attw;          /* (L,B,H,T,T) tiled weights, ba_model_attention's cache */
+    size_t attw_cap;
+    int attw_ok;            /* attw holds the last forward's weights */
 };
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
@@ -83,8 +86,9 @@ static void act_sizes(const ba_config *c, size_t BT, size_t *sz)
     sz[A_LN1R] = L * BT;
     sz[A_QKV] = L * BT * 3 * C;
     sz[A_ATTY] = L * BT * C;
-    sz[A_ATT] = L * BT * H * T; /* B*H*T*T <= BT*H*Tmax */
-    sz[A_PRE] = L * BT * H * T;
+    int tl = ba_model_attn_tiled(c);
+    sz[A_ATT] = tl ? 0 : L * BT * H * T; /* B*H*T*T <= BT*H*Tmax */
+    sz[A_PRE] = tl ? L * BT * H : L * BT * H * T;
     sz[A_ATTPROJ] = L * BT * C;
     sz[A_RES2] = L * BT * C;
     sz[A_LN2] = L * BT * ffc;
@@ -202,6 +206,7 @@ void ba_model_free(ba_model *m)
     free(m->gacts);
     free(m->inputs);
     free(m->targets);
+    free(m->attw);
     free(m);
 }
 
@@ -444,7 +449,7 @@ static void describe_nonfinite(const ba_model *m, int fail_layer, char *buf, siz
 {
     const ba_config *c = &m->cfg;
     size_t N = (size_t)m->B * m->T, C = c->n_embd, F = 4 * (size_t)C;
-    size_t natt = N * c->n_head * m->T;
+    size_t natt = ba_model_attn_tiled(c) ? 0 : N * c->n_head * m->T; /* tiled: no weights */
     buf[0] = '\0';
     for (int t = 0; t < m->ntensors; t++) {
         const ba_tensor_info *ti = &m->tensors[t];
@@ -533,24 +538,8 @@ int ba_inputs_check(const ba_config *c, const int *inputs, int B, int T, char *e
  * whose first sequence is item0 of the whole batch (ba_attn_shape). */
 static ba_attn_shape attn_shape(ba_model *m, int B, int T, ba_rng *srng, long item0)
 {
-    const ba_config *c = &m->cfg;
-    ba_attn_shape as;
-    memset(&as, 0, sizeof as);
-    as.attn = c->attn;
-    as.engine = ba_config_engine(c);
-    as.B = B, as.T = T, as.C = c->n_embd, as.H = c->n_head, as.Tmax = c->block_size;
-    as.sampler = &c->sampler;
-    as.srng = srng;
-    as.item0 = item0;
-    as.couplings = c->couplings;
-    as.band = c->band;
-    as.D = ba_config_distances(c);
-    as.field_bias = c->field_bias;
-    as.approx = c->approx;
-    as.window = c->window;
-    as.astats = &m->astats;
-    as.stop = m->stop.requested ? &m->stop : NULL;
-    return as;
+    return ba_model_attn_shape(&m->cfg, B, T, srng, item0, &m->astats,
+                               m->stop.requested ? &m->stop : NULL);
 }
 
 void ba_model_set_stop(ba_model *m, const ba_stop *stop)
@@ -587,11 +576,11 @@ int ba_model_forward_share(ba_model *m, const int *inputs, const int *targets, i
     if (rc)
         return rc;
     m->B = B, m->T = T;
-    m->has_targets = 0;
+    m->has_targets = 0, m->attw_ok = 0;
     memcpy(m->inputs, inputs, sizeof(int) * N);
     int L = c->n_layer, C = c->n_embd, H = c->n_head, O = c->out_size;
     size_t NC = N * C;
-    size_t natt = N * H * T; /* B*H*T*T */
+    size_t natt = ba_model_attn_tiled(c) ? 0 : N * H * T, npre = natt ? natt : N * H;
 
     ba_real *enc = ACT(A_ENC);
     const ba_real *tok = PAR(BA_P_TOK), *pos = PAR(BA_P_POS);
@@ -613,8 +602,8 @@ int ba_model_forward_share(ba_model *m, const int *inputs, const int *targets, i
         ba_linear_forward(qkv, ln1, PAR(BA_P_QKVW) + (size_t)l * 3 * C * C, PAR(BA_P_QKVB) + l * 3 * C,
                           (int)N, C, 3 * C);
         const ba_real *J = JL ? PAR(BA_P_J) + (size_t)l * JL : NULL;
-        rc = ba_attention_forward(&as, atty, ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, qkv,
-                                  J, err);
+        rc = ba_model_attn_forward(&as, l, atty, ACT(A_ATT) + l * natt, ACT(A_PRE) + l * npre,
+                                   qkv, J, err);
         if (rc == BA_ERR_NUMERIC) {
             char why[BA_ERR_LEN], where[160];
             snprintf(why, sizeof why, "%s", err ? err : "");
@@ -675,9 +664,21 @@ const ba_real *ba_model_logits(const ba_model *m) { return m->acts ? ACT(A_LOGIT
 
 const ba_real *ba_model_attention(const ba_model *m, int l)
 {
-    if (!m->acts || l < 0 || l >= m->cfg.n_layer)
+    const ba_config *c = &m->cfg;
+    if (!m->acts || l < 0 || l >= c->n_layer)
         return NULL;
-    return ACT(A_ATT) + (size_t)l * m->B * m->cfg.n_head * m->T * m->T;
+    size_t natt = (size_t)m->B * c->n_head * m->T * m->T;
+    if (!ba_model_attn_tiled(c))
+        return ACT(A_ATT) + l * natt;
+    /* softmax, sigmoid: recomputed at the first call after a forward into a
+     * cache the model owns (the cast: the model's state is unchanged) */
+    ba_model *w = (ba_model *)m;
+    if (!m->attw_ok) {
+        ba_attn_shape as = ba_model_attn_shape(c, m->B, m->T, NULL, 0, NULL, NULL);
+        w->attw_ok = !ba_model_attn_weights(&as, c->n_layer, ACT(A_QKV), ACT(A_ATTY), ACT(A_PRE),
+                                            &w->attw, &w->attw_cap, NULL);
+    }
+    return m->attw_ok ? m->attw + l * natt : NULL;
 }
 
 int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h, char *err)
@@ -697,8 +698,9 @@ int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h,
     size_t N = (size_t)m->B * T;
     const ba_real *qkv = ACT(A_QKV) + (size_t)l * N * C * 3; // (B,T,3C) of layer l
     const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)head * d;
-    /* the same sum, in the same order, as the attention layer's fields,
-     * with the same bias */
+    /* the same sum, in the same order, as the dense core's fields (the
+     * Ising variants'; the tiled softmax and sigmoid round theirs in
+     * ba_real), with the same bias */
     double bias = ba_field_bias_value(c->field_bias, i + 1);
     for (int j = 0; j <= i; j++) {
         const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)head * d;
@@ -721,7 +723,7 @@ int ba_model_backward(ba_model *m, char *err)
     const ba_config *c = &m->cfg;
     int B = m->B, T = m->T, L = c->n_layer, C = c->n_embd, H = c->n_head, O = c->out_size;
     size_t N = (size_t)B * T, NC = N * C, F = 4 * (size_t)C;
-    size_t natt = N * H * T;
+    size_t natt = ba_model_attn_tiled(c) ? 0 : N * H * T, npre = natt ? natt : N * H;
     int rc;
 
     ba_real *dx = GACT(G_X), *dln = GACT(G_LN), *dlogits = GACT(G_LOGITS);
@@ -772,13 +774,9 @@ int ba_model_backward(ba_model *m, char *err)
         ba_real *dJ = m->psize[BA_P_J] ? GRAD(BA_P_J) + l * JL : NULL;
         as.ctx = m->ectx ? m->ectx + (size_t)l * H : NULL;
         as.sctx = m->sctx ? m->sctx + (size_t)l * H : NULL;
-        rc = ba_attention_backward(&as, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3, J,
-                                   ACT(A_ATT) + l * natt, ACT(A_PRE) + l * natt, err);
-        if (rc == BA_ERR_NUMERIC) {
-            char why[BA_ERR_LEN];
-            snprintf(why, sizeof why, "%s", err ? err : "");
-            return ba_fail(err, rc, "blocks.%d attention backward: %.160s", l, why);
-        }
+        rc = ba_model_attn_backward(&as, l, dqkv, dJ, datty, ACT(A_QKV) + l * NC * 3,
+                                    ACT(A_ATTY) + l * NC, J, ACT(A_ATT) + l * natt,
+                                    ACT(A_PRE) + l * npre, err);
         if (rc)
             return rc;
         memset(dln, 0, sizeof(ba_real) * NC);

@@ -231,6 +231,31 @@ static inline int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, b
 }
 #undef BA_ATTN_SFX
 
+/* The model's attention layer (src/model/model_attn.c), in ba_real.
+ * ba_model_attn_tiled: whether c's variant runs the tiled kernels (softmax,
+ * sigmoid), which keep pre (B,H,T), each query row's log-sum-exp, and no
+ * att; the others run the dense core with att and pre (B,H,T,T).
+ * ba_model_attn_shape: the layer's description of a batch (B,T) whose first
+ * sequence is item0 of the whole batch (ba_attn_shape; stop may be NULL).
+ * forward/backward: the layer l of the model (ba_attention_forward/backward
+ * or the tiled kernels on packed qkv; out is the forward's (B,T,C), which
+ * the tiled backward reads); a stop request is polled before the tiled
+ * kernels (BA_ERR_INTERRUPTED naming the layer), and the backward's
+ * BA_ERR_NUMERIC names the layer. weights: the att (L,B,H,T,T) of a tiled
+ * forward of L layers, recomputed from its qkv (L,B,T,3C), out (L,B,T,C)
+ * and lse (L,B,H,T) into *att, grown (realloc'd, *cap elements) as needed
+ * (for ba_model_attention). */
+int ba_model_attn_tiled(const ba_config *c);
+ba_attn_shape ba_model_attn_shape(const ba_config *c, int B, int T, ba_rng *srng, long item0,
+                                  ba_approx_stats *astats, const ba_stop *stop);
+int ba_model_attn_forward(const ba_attn_shape *s, int l, ba_real *out, ba_real *att,
+                          ba_real *pre, const ba_real *qkv, const ba_real *J, char *err);
+int ba_model_attn_backward(const ba_attn_shape *s, int l, ba_real *dqkv, ba_real *dJ,
+                           const ba_real *dout, const ba_real *qkv, const ba_real *out,
+                           const ba_real *J, const ba_real *att, const ba_real *pre, char *err);
+int ba_model_attn_weights(const ba_attn_shape *s, int L, const ba_real *qkv, const ba_real *out,
+                          const ba_real *lse, ba_real **att, size_t *cap, char *err);
+
 /* Cross-entropy over logits (N,O) against targets (N) with -1 = none.
  * If mask_pointer, row i (position t = i % T) may only point at columns
  * [0, t): the rest are set to -INFINITY in logits before the softmax.
