@@ -141,13 +141,22 @@ bench-approx: build
 # The training step (docs/performance.md, "Training steps"): bench_train on
 # 1 and 2 threads (each step against its dense products alone), then the
 # whole step against PyTorch (bench/train_torch.py, if python3-torch is
-# installed), the contestants alternating. CSVs in $(BUILD).
+# installed), the contestants alternating; then the nanoGPT recipe's step
+# (softmax, T = 64, 4 layers) against PyTorch eager on 1 and 2 threads
+# (bench/recipe_torch.py, on the corpus RECIPE_DATA). CSVs in $(BUILD).
+RECIPE_DATA ?= data/tinyshakespeare.txt
 bench-train: build
 	OMP_NUM_THREADS=1 $(BUILD)/bench_train --csv $(BUILD)/bench_train_1t.csv
 	OMP_NUM_THREADS=2 $(BUILD)/bench_train --csv $(BUILD)/bench_train_2t.csv
 	@if /usr/bin/python3 -c "import torch" 2>/dev/null; then \
 	  /usr/bin/python3 bench/train_torch.py --bench $(BUILD)/bench_train --T 12,16,20 --threads 2 \
 	    --csv $(BUILD)/bench_train_torch.csv; \
+	  if [ -f "$(RECIPE_DATA)" ]; then \
+	    /usr/bin/python3 bench/recipe_torch.py --bin $(BUILD)/boltzattn --data $(RECIPE_DATA) \
+	      --threads 1 --csv $(BUILD)/bench_recipe_1t.csv; \
+	    /usr/bin/python3 bench/recipe_torch.py --bin $(BUILD)/boltzattn --data $(RECIPE_DATA) \
+	      --threads 2 --csv $(BUILD)/bench_recipe_2t.csv; \
+	  else echo "bench-train: $(RECIPE_DATA) not found (make data, or RECIPE_DATA=FILE); the recipe step is skipped"; fi; \
 	else echo "bench-train: python3-torch is not installed; the PyTorch comparison is skipped"; fi
 
 # The Python binding (docs/performance.md, "Python"): needs python3-torch.

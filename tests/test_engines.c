@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "ising/ising.h"
+#include "stop_after.h"
 
 #define B 2
 #define T 6
@@ -318,19 +319,6 @@ static void test_refusals(void **state)
 
 /* ------------------------------------------------------- stop requests */
 
-/* A stop that answers yes from its (after + 1)-th poll on. */
-typedef struct {
-    long polls, after;
-} stop_after;
-
-static int stop_after_requested(void *user)
-{
-    stop_after *s = user;
-    long k;
-#pragma omp atomic capture
-    k = ++s->polls;
-    return k > s->after;
-}
 
 /* Every engine polls the caller's stop: asked at once, its forward and
  * backward end with BA_ERR_INTERRUPTED and a message naming it; asked

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "stop_after.h"
 
 #define FD_EPS 1e-5
 #define REL_TOL 1e-6
@@ -592,19 +593,6 @@ static void test_sigmoid_is_boltzmann_at_zero_J(void **state)
     ba_model_free(ms), ba_model_free(mb);
 }
 
-/* A stop that answers yes from its (after + 1)-th poll on. */
-typedef struct {
-    long polls, after;
-} stop_after;
-
-static int stop_after_requested(void *user)
-{
-    stop_after *s = user;
-    long k;
-#pragma omp atomic capture
-    k = ++s->polls;
-    return k > s->after;
-}
 
 /* The tiled variants (softmax, sigmoid) poll the model's stop before each
  * layer: the forward and backward end with BA_ERR_INTERRUPTED naming the
