@@ -16,6 +16,16 @@ set -u
 BIN=${1:?usage: resume.sh PATH/TO/boltzattn}
 . "$(dirname "$0")/lib.sh"
 
+# wait_config DIR PID: until DIR's log holds its config record (the run is
+# about to take its first step), PID ends, or 6 s pass.
+wait_config() {
+    for _ in $(seq 1 600); do
+        grep -q '"event":"config"' "$1/metrics.jsonl" 2>/dev/null && return
+        kill -0 "$2" 2>/dev/null || return
+        sleep 0.01
+    done
+}
+
 # kill_resume NAME KILLS ARGS...: the run with ARGS uninterrupted in $TMP/NAME-a,
 # and in $TMP/NAME-b killed after each of the KILLS (comma-separated) logged
 # training records (10 steps each) and resumed; then both must agree.
@@ -107,11 +117,7 @@ LONG=(--task charlm --data "$TMP/long.txt" --attn boltzmann --couplings relative
 "$BIN" train "${LONG[@]}" --out "$TMP/long-a" >/dev/null 2>&1 || bad "long: the uninterrupted run failed"
 "$BIN" train "${LONG[@]}" --out "$TMP/long-b" >/dev/null 2>"$TMP/long.err" &
 pid=$!
-for _ in $(seq 1 600); do
-    grep -q '"event":"config"' "$TMP/long-b/metrics.jsonl" 2>/dev/null && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-done
+wait_config "$TMP/long-b" $pid
 sleep 0.5 # inside the first step
 kill -INT $pid
 wait $pid
@@ -138,11 +144,7 @@ mkdir -p "$TMP/d"
     >/dev/null 2>"$TMP/d.err" &
 pid=$!
 mkfifo "$TMP/d/state.safetensors.$pid.tmp"
-for _ in $(seq 1 600); do
-    grep -q '"event":"config"' "$TMP/d/metrics.jsonl" 2>/dev/null && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-done
+wait_config "$TMP/d" $pid
 sleep 0.2 # into the training loop
 kill -INT $pid
 # Blocked in the save: the kernel's wait channel names the FIFO wait where

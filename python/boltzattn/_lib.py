@@ -198,6 +198,14 @@ def enum_value(table, kind, name):
     return table[name]
 
 
+def real_arg(name, value):
+    """value as a Python float: an int, a float or a numpy number; a bool or
+    anything else is refused (TypeError naming the argument)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a number, not %r" % (name, value))
+    return float(value)
+
+
 def int_arg(name, value, lo=0, hi=INT_MAX):
     """value as a Python int in [lo, hi] for a C int (or other integer) of
     the library: an int, a numpy integer or an integral float; a bool, a

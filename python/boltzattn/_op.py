@@ -3,7 +3,6 @@ and the numpy helpers: argument rules in one place, checked once more by
 the library (ba_attn_op_check), whose message names the bad value."""
 import ctypes
 import math
-import numbers
 import threading
 
 from . import _lib
@@ -24,9 +23,7 @@ def approx_settings(approx):
         if key == "max_iter":
             a.max_iter = _lib.int_arg("approx max_iter", val)
         else:
-            if isinstance(val, bool) or not isinstance(val, numbers.Real):
-                raise TypeError("approx %s must be a number, not %r" % (key, val))
-            setattr(a, key, float(val))
+            setattr(a, key, _lib.real_arg("approx " + key, val))
     return a
 
 
@@ -51,9 +48,7 @@ def make_desc(B, H, T, d, j_shape, attn="boltzmann", causal=True, scale=None, en
                          % (", ".join(n for n in sorted(_lib.ENGINES)
                                       if _lib.engine_caps(n) & _lib.CAP["approx"]), engine))
     if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-            raise TypeError("scale must be a number or None, not %r" % (scale,))
-        scale = float(scale)
+        scale = _lib.real_arg("scale", scale)
         if not math.isfinite(scale):
             raise ValueError("scale = %r is not finite" % (scale,))
         desc.scale = scale

@@ -358,6 +358,10 @@ typedef struct {
     size_t a, b, c;
 } band_out;
 
+/* This file's engine (defined at the end; the table in src/ising/engine.c
+ * lists it). */
+extern const ba_engine_ops ba_engine_band_ops;
+
 /* One call: its inputs, each query's path and the per-thread workspaces
  * (one buffer per thread, viewed by either path: a thread runs one query
  * at a time). */
@@ -478,15 +482,6 @@ nomem:
                    T, W);
 }
 
-/* BA_ERR_INTERRUPTED when a stop request skipped `skipped` queries. */
-static int band_stopped(long skipped, long nq, char *err)
-{
-    return skipped ? ba_fail(err, BA_ERR_INTERRUPTED,
-                             "band engine: stopped on request with %ld of %ld queries left",
-                             skipped, nq)
-                   : BA_OK;
-}
-
 static int band_forward_stop(ba_band_path path, int W, int B, int T, const double *h,
                              const double *Jb, double *logw, ba_band_stats *stats,
                              const ba_stop *stop, char *err)
@@ -522,7 +517,7 @@ static int band_forward_stop(ba_band_path path, int W, int B, int T, const doubl
             logw[row + j] = -INFINITY;
     }
     band_free(&c);
-    return band_stopped(skipped, (long)B * T, err);
+    return ba_engine_stopped(&ba_engine_band_ops, skipped, (long)B * T, err);
 }
 
 int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h,
@@ -584,18 +579,25 @@ static int band_backward_core(ba_band_path path, int W, int B, int T, const doub
                         djc[jsz * (size_t)ch + (size_t)t * we + d - 1];
     free(djc);
     band_free(&c);
-    return band_stopped(skipped, nq, err);
+    return ba_engine_stopped(&ba_engine_band_ops, skipped, nq, err);
+}
+
+static int band_backward_stop(ba_band_path path, int W, int B, int T, const double *h,
+                              const double *Jb, const double *g, double *dh, double *dJb,
+                              ba_band_stats *stats, const ba_stop *stop, char *err)
+{
+    int rc = band_check(W, B, T, Jb, "Jb", g, "g", err);
+    if (rc || (rc = path_check(path, err)) || (!dh && !dJb))
+        return rc;
+    band_out o = {dJb, (size_t)W, 0, 1};
+    return band_backward_core(path, W, B, T, h, Jb, W, g, dh, o, stats, stop, err);
 }
 
 int ba_band_backward_path(ba_band_path path, int W, int B, int T, const double *h,
                           const double *Jb, const double *g, double *dh, double *dJb,
                           ba_band_stats *stats, char *err)
 {
-    int rc = band_check(W, B, T, Jb, "Jb", g, "g", err);
-    if (rc || (rc = path_check(path, err)) || (!dh && !dJb))
-        return rc;
-    band_out o = {dJb, (size_t)W, 0, 1};
-    return band_backward_core(path, W, B, T, h, Jb, W, g, dh, o, stats, NULL, err);
+    return band_backward_stop(path, W, B, T, h, Jb, g, dh, dJb, stats, NULL, err);
 }
 
 int ba_band_forward_jb(int W, int B, int T, const double *h, const double *Jb, double *logw,
@@ -682,15 +684,10 @@ static int band_rows_forward(const ba_engine_rows *r, double *logw, char *err)
 static int band_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
                               char *err)
 {
-    if (!r->jb)
-        return ba_band_backward_stop(r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, r->stop,
-                                   err);
-    int rc = band_check(r->W, r->B, r->T, r->J, "Jb", g, "g", err);
-    if (rc || (!dh && !dJ))
-        return rc;
-    band_out o = {dJ, (size_t)r->W, 0, 1};
-    return band_backward_core(BA_BAND_AUTO, r->W, r->B, r->T, r->h, r->J, r->W, g, dh, o, NULL,
-                              r->stop, err);
+    return r->jb ? band_backward_stop(BA_BAND_AUTO, r->W, r->B, r->T, r->h, r->J, g, dh, dJ,
+                                      NULL, r->stop, err)
+                 : ba_band_backward_stop(r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ,
+                                         r->stop, err);
 }
 
 /* Without a band its window is all n - 1 earlier keys, at most

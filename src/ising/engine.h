@@ -90,6 +90,10 @@ unsigned ba_engine_caps(ba_engine e);
  * x[i] (n, x may be NULL) finite, else BA_ERR_NUMERIC naming what[i]. */
 int ba_engine_check_spins(const ba_engine_ops *o, int n, const double *J, int ldj, char *err);
 int ba_engine_check_finite(const char *what, const double *x, int n, char *err);
+/* The end of a call whose queries poll the caller's stop (the skipped
+ * ones counted): BA_OK when none was skipped, else BA_ERR_INTERRUPTED
+ * naming the engine and the queries left of total. */
+int ba_engine_stopped(const ba_engine_ops *o, long skipped, long total, char *err);
 /* The check of an engine that enumerates 2^T states (no band, no window,
  * no settings): T <= o->max_spins. */
 int ba_engine_check_enumerating(const ba_engine_ops *o, const ba_engine_limits *q, char *err);

@@ -30,6 +30,14 @@ int ba_engine_check_finite(const char *what, const double *x, int n, char *err)
     return BA_OK;
 }
 
+int ba_engine_stopped(const ba_engine_ops *o, long skipped, long total, char *err)
+{
+    return skipped ? ba_fail(err, BA_ERR_INTERRUPTED,
+                             "%s engine: stopped on request with %ld of %ld queries left",
+                             o->name, skipped, total)
+                   : BA_OK;
+}
+
 int ba_engine_check_enumerating(const ba_engine_ops *o, const ba_engine_limits *q, char *err)
 {
     if (q->T <= o->max_spins)

@@ -138,14 +138,6 @@ void ba_ref_backward_ws(int n, const double *h, const double *J, int ldj, const 
 
 /* ------------------------------------------------ batched (per head) */
 
-/* BA_ERR_INTERRUPTED when a stop request skipped `skipped` queries. */
-static int ref_stopped(long skipped, char *err)
-{
-    return skipped ? ba_fail(err, BA_ERR_INTERRUPTED, "reference engine: stopped on request "
-                             "with %ld queries left", skipped)
-                   : BA_OK;
-}
-
 /* ba_ref_forward polling stop (may be NULL) between queries. */
 static int ref_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
                        const ba_stop *stop, char *err)
@@ -173,7 +165,7 @@ static int ref_forward(int B, int T, const double *h, const double *J, int ldj, 
             logw[row + j] = -INFINITY;
     }
     free(lwork);
-    return ref_stopped(skipped, err);
+    return ba_engine_stopped(&ba_engine_reference_ops, skipped, (long)B * T, err);
 }
 
 int ba_ref_forward(int B, int T, const double *h, const double *J, int ldj, double *logw,
@@ -227,7 +219,7 @@ static int ref_backward(int B, int T, const double *h, const double *J, int ldj,
                     dJ[(size_t)j * ldj + k] += djc[jsz * (size_t)ch + (size_t)j * T + k];
     free(lwork);
     free(djc);
-    return ref_stopped(skipped, err);
+    return ba_engine_stopped(&ba_engine_reference_ops, skipped, nq, err);
 }
 
 int ba_ref_backward(int B, int T, const double *h, const double *J, int ldj, const double *g,

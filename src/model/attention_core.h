@@ -660,7 +660,7 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
 /* ------------------------------------------------ the model's layout
  * qkv (B,T,3C): q, k, v stacked, heads contiguous inside each; out and
  * dout (B,T,C). */
-static AT_IO packed_io(const ba_attn_shape *s, const AT_REAL *qkv)
+AT_IO AT_FN(ba_attn_packed_io)(const ba_attn_shape *s, const AT_REAL *qkv)
 {
     size_t C = (size_t)s->C, d = (size_t)(s->C / s->H);
     AT_IO io;
@@ -675,7 +675,7 @@ int AT_FN(ba_attention_forward)(const ba_attn_shape *s, AT_REAL *out, AT_REAL *a
                                 AT_REAL *pre, const AT_REAL *qkv, const AT_REAL *J, char *err)
 {
     // out (B,T,C), att (B,H,T,T), pre (B,H,T,T), qkv (B,T,3C), J (H,Tmax,Tmax) or (H,D)
-    AT_IO io = packed_io(s, qkv);
+    AT_IO io = AT_FN(ba_attn_packed_io)(s, qkv);
     io.out = out;
     return AT_FN(ba_attn_core_forward)(s, &io, att, pre, J, err);
 }
@@ -685,7 +685,7 @@ int AT_FN(ba_attention_backward)(const ba_attn_shape *s, AT_REAL *dqkv, AT_REAL 
                                  const AT_REAL *att, const AT_REAL *pre, char *err)
 {
     // dqkv (B,T,3C) +=, dout (B,T,C), qkv (B,T,3C)
-    AT_IO io = packed_io(s, qkv);
+    AT_IO io = AT_FN(ba_attn_packed_io)(s, qkv);
     size_t C = (size_t)s->C;
     io.dout = dout;
     io.dq = dqkv, io.dk = dqkv + C, io.dv = dqkv + 2 * C;

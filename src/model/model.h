@@ -197,6 +197,13 @@ int ba_attn_tiled_backward_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io,
 int ba_attn_tiled_weights_f64(const ba_attn_shape *s, const ba_attn_io_f64 *io,
                               const double *lse, double *att, char *err);
 
+/* The strides of the model's packed qkv (B,T,3C) (heads contiguous inside
+ * each of q, k, v) and of out and dout (B,T,C); every pointer but q, k, v
+ * NULL. The dense layer below and the model's tiled layer
+ * (src/model/model_attn.c) use it. */
+ba_attn_io_f32 ba_attn_packed_io_f32(const ba_attn_shape *s, const float *qkv);
+ba_attn_io_f64 ba_attn_packed_io_f64(const ba_attn_shape *s, const double *qkv);
+
 /* The model's layer: the core on packed qkv (B,T,3C), out and dout
  * (B,T,C), in each precision; ba_attention_forward/backward are those of
  * ba_real. dqkv (B,T,3C) and dJ (the layout of J) accumulate (dJ may be

@@ -48,17 +48,11 @@ ba_attn_shape ba_model_attn_shape(const ba_config *c, int B, int T, ba_rng *srng
     return as;
 }
 
-/* The model's packed qkv (B,T,3C), heads contiguous inside each of q, k, v,
- * and out (B,T,C): the dense core's packed_io (attention_core.h). */
+/* The model's packed qkv (B,T,3C) and out (B,T,C) as the kernels' io. */
 static ma_io packed_io(const ba_attn_shape *s, const ba_real *qkv, const ba_real *out)
 {
-    size_t C = (size_t)s->C, d = (size_t)(s->C / s->H);
-    ma_io io;
-    memset(&io, 0, sizeof io);
-    io.q = qkv, io.k = qkv + C, io.v = qkv + 2 * C;
-    io.sb = (size_t)s->T * 3 * C, io.sh = d, io.st = 3 * C;
+    ma_io io = MA(ba_attn_packed_io)(s, qkv);
     io.out = (ba_real *)out; /* only the forward writes it */
-    io.ob = (size_t)s->T * C, io.oh = d, io.ot = C;
     return io;
 }
 
