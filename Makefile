@@ -37,7 +37,7 @@ help:
 	@echo "make plan PRESET=full   print a preset's plan (boltzattn-lab plan: the grids reproduce trains)"
 	@echo "make bench  default threads vs --threads 1/2, idle and with a core busy (~10 min)"
 	@echo "make bench-train  the training step: 1 and 2 threads against its dense products, and against PyTorch (~5 min)"
-	@echo "make bench-long  long contexts: band engine vs softmax, core and training step (~10 min; LONG_ARGS=--quick)"
+	@echo "make bench-long  long contexts: band engine vs softmax, core and training step, the band engine's float window term vs double (~12 min; LONG_ARGS=--quick)"
 	@echo "make bench-approx  approximate engines (mf, tap, bp, hybrid) vs softmax and band, attention core (~10 min; APPROX_ARGS=--T 16,64)"
 	@echo "make build  configure and build (Release) into $(BUILD)/"
 	@echo "make install PREFIX=DIR   build, then install headers, libboltzattn.so/.a, boltzattn.pc, the CMake package (docs/c-api.md) and the Python package (docs/python.md)"
@@ -122,6 +122,7 @@ bench: build
 LONG_ARGS ?=
 bench-long: build
 	$(BUILD)/bench_long --threads 1 --csv $(BUILD)/bench_long.csv $(LONG_ARGS)
+	OMP_NUM_THREADS=1 $(BUILD)/bench_band32 --T 1024 --W 8,12 --reps 3
 
 # The tiled attention kernels against the dense core (docs/performance.md,
 # "Tiled attention"): time, GFLOP/s against same-shape sgemm, buffer bytes.

@@ -67,6 +67,9 @@ static opt long_opts[] = {
     {"train-T", "LIST", "256,1024", "training step: block sizes, 2..4096", 0, 0},
     {"train-W", "LIST", "4,8", "training step: bands of the boltzmann models", 0, 0},
     {"train-B", "N", "16", "training step: batch size", 0, 0},
+    {"train-f32", NULL, NULL, "training step: each band W also with band_f32 (--band-precision "
+     "float: the band engine's window term in float32 where its guard allows), right after its "
+     "double row", 0, 0},
     {"train-time", "S", "20", "training step: seconds of timed steps per configuration (at least "
      "2 steps)", 0, 0},
     {"data", "PATH", "$BA_DATA, ../shared/data/tinyshakespeare.txt, data/tinyshakespeare.txt",
@@ -126,6 +129,7 @@ static int read_args(int argc, char **argv, bench_args *a)
         set_threads(1);
     a->core = !is_set(c, "no-core");
     a->train = !is_set(c, "no-train");
+    a->train_f32 = is_set(c, "train-f32");
     a->data = is_set(c, "data") ? get_str(c, "data") : NULL;
     a->csv_path = get_str(c, "csv");
     if (is_set(c, "quick")) {

@@ -44,6 +44,7 @@ typedef struct {
     long calls;     /* reductions */
     size_t bytes;   /* bytes each rank sent (and received) in them */
     double seconds; /* time spent in them, waiting for the others included */
+    double wait;    /* of which waiting for the others to arrive (a barrier first) */
 } mpi_totals;
 /* At the start of main, for command cmd: starts MPI when a launcher
  * started this process; quiets the other ranks (see cli/mpi.c). 0, or an

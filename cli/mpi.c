@@ -293,6 +293,11 @@ static int reduce_sum(void *user, double *x, size_t n, uint64_t check, char *err
     }
     memcpy(S.send, x, sizeof(double) * n);
     memcpy(&S.send[n], &check, sizeof check);
+    /* the ranks meet first, so that the time of the transfer and the sum
+     * is told apart from the time a rank waits for a slower one */
+    double tw = MPI_Wtime();
+    MPI_Barrier(MPI_COMM_WORLD);
+    S.tot.wait += MPI_Wtime() - tw;
     MPI_Gather(S.send, (int)m, MPI_DOUBLE, S.gather, (int)m, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (S.rank == 0) {
         for (size_t i = 0; i < n; i++) {
@@ -342,7 +347,8 @@ int mpi_reducer(ba_reducer *r)
 static const char *const key_opts[][2] = {
     {"block_size", "T"}, {"n_embd", "embd"}, {"C", "embd"}, {"n_layer", "layers"},
     {"n_head", "heads"}, {"n_heldout", "heldout"}, {"data_seed", "data-seed"},
-    {"field_bias", "field-bias"}, {"weight_decay", "weight-decay"},
+    {"field_bias", "field-bias"}, {"band_precision", "band-precision"},
+    {"weight_decay", "weight-decay"},
     {"j_init_std", "j-init-std"}, {"eval_every", "eval-every"}, {"eval_items", "eval-items"},
     {"log_every", "log-every"}, {"save_every", "save-every"}, {"max_iter", "max-iter"},
     {"arms", "attn/arm"}, {"task", "task"}, {"attn", "attn"}, {"engine", "engine"},

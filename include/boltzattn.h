@@ -231,6 +231,10 @@ const char *ba_couplings_name(ba_couplings c);
 int ba_couplings_parse(const char *s, ba_couplings *out, char *err);
 const char *ba_field_bias_name(ba_field_bias b);
 int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err);
+/* The band engine's precision, ba_config.band_f32: "double" (0) or
+ * "float" (1). */
+const char *ba_band_precision_name(int f32);
+int ba_band_precision_parse(const char *s, int *f32, char *err);
 /* Largest number of spins (= block size for boltzmann/coupling) an engine
  * accepts for couplings without a band: 20 (reference), 26 (fast and
  * auto), 17 (band: a window of n - 1 spins, at most BA_MAX_BAND). With a
@@ -439,6 +443,14 @@ struct ba_config {
     /* sampled attention (boltzmann/coupling only): BA_SAMPLER_EXACT (the
      * default) uses the exact engine; any other kind draws shots */
     ba_sampler sampler;
+    /* the band engine's window term in float32 (issue 42; config
+     * "band_precision": "float", --band-precision float): 1 runs each
+     * query whose dynamic range float holds on the float linear path,
+     * the others in double as before; 0 (the default): double throughout.
+     * Only for an exact Ising model the band engine runs
+     * (ba_config_validate refuses it elsewhere, where it would do
+     * nothing). Last, so positional initialisers keep their meaning. */
+    int band_f32;
 };
 
 /* ------------------------------------------------------------- tasks */

@@ -126,7 +126,8 @@ ba_rng *ba_model_sampler_rng(ba_model *m);
  * softmax/sigmoid, or BA_ERR_LIMIT when the block size exceeds the new
  * sampler's (or, for exact, the engine's) limit; the model is unchanged on
  * failure. The activations of the last forward are invalidated: the next
- * ba_model_backward needs a new forward. */
+ * ba_model_backward needs a new forward. A sampler other than exact clears
+ * band_f32 (shots run no band engine). */
 int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err);
 
 /* Switches the engine the model's Ising attention runs on from now on
@@ -136,7 +137,8 @@ int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err);
  * unchanged. It becomes part of ba_model_config and later checkpoints.
  * Errors as ba_config_validate's (the engine's limit on T, settings out of
  * range, hybrid with a banded model); the model is unchanged on failure.
- * The last forward's activations are invalidated. */
+ * The last forward's activations are invalidated. An engine other than
+ * band clears band_f32 (the band engine's precision). */
 int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int window,
                         char *err);
 

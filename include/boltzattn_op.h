@@ -103,10 +103,12 @@ int ba_attn_op_check(const ba_attn_op_desc *desc, char *err);
  * valid (ba_attn_op_check); 0 for NULL. */
 size_t ba_attn_op_j_size(const ba_attn_op_desc *desc);
 
-/* What a backward needs from its forward: the attention weights and
- * log-weights (2 B*H*T*T values of the forward's precision), the engines'
- * per-head state (the fast engine's kernels), the forward's desc and
- * precision. Buffers are kept and grown across calls. Owned by the caller:
+/* What a backward needs from its forward: for softmax and sigmoid (tiled
+ * kernels, linear memory) a copy of out and each query row's log-sum-exp
+ * (B*H*T*(d+1) values of the forward's precision); for boltzmann and
+ * coupling the attention weights and log-weights (2 B*H*T*T values), the
+ * engines' per-head state (the fast engine's kernels); the forward's desc
+ * and precision. Buffers are kept and grown across calls. Owned by the caller:
  * ba_attn_op_ctx_free (NULL accepted). BA_ERR_ARG for out NULL,
  * BA_ERR_NOMEM. */
 /* The largest |J| the op accepts (BA_ERR_ARG beyond): trained couplings

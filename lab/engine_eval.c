@@ -116,6 +116,7 @@ static int refusal(const lab_run *r, const eopts *o, ba_engine e, char *why)
     cfg.engine = e;
     cfg.approx = ba_engine_is_approx(e) ? o->ap : ba_approx_default();
     cfg.window = window_for(o, e, r->T);
+    cfg.band_f32 = ba_config_engine(&cfg) == BA_ENGINE_BAND ? cfg.band_f32 : 0;
     return ba_config_validate(&cfg, why) != BA_OK;
 }
 

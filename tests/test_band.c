@@ -497,7 +497,7 @@ static void path_case(ba_rng *r, int B, int T, int W, double hs, double js, doub
     assert_int_equal(ba_ref_backward(B, T, h, Jz, T, g, dhr, dJr, err), BA_OK);
     const ba_band_path paths[] = {BA_BAND_LOG, BA_BAND_LINEAR, BA_BAND_AUTO};
     for (int p = 0; p < 3; p++) {
-        ba_band_stats st = {-1, -1};
+        ba_band_stats st = {-1, -1, -1};
         assert_int_equal(ba_band_forward_path(paths[p], W, B, T, h, Jb, lw, &st, err), BA_OK);
         /* ordinary inputs: every query takes the linear path on auto */
         long want_lin = paths[p] == BA_BAND_LOG ? 0 : (long)B * T;
@@ -651,7 +651,7 @@ static void test_guard_routes(void **state)
     assert_true(want_log >= T - 8); /* element 1: all but its shortest queries */
     const ba_band_path paths[3] = {BA_BAND_LOG, BA_BAND_LINEAR, BA_BAND_AUTO};
     for (int p = 0; p < 3; p++) {
-        ba_band_stats st = {-1, -1};
+        ba_band_stats st = {-1, -1, -1};
         lw[p] = alloc_d(nh), dh[p] = calloc(nh, sizeof(double));
         assert_non_null(dh[p]);
         assert_int_equal(ba_band_forward_path(paths[p], W, B, T, h, Jb, lw[p], &st, NULL), BA_OK);
@@ -706,7 +706,7 @@ static void test_layouts_threads(void **state)
         dJ[k] = calloc(k == 2 ? nj : nb, sizeof(double));
         assert_non_null(dh[k]);
         assert_non_null(dJ[k]);
-        ba_band_stats st = {0, 0};
+        ba_band_stats st = {0, 0, 0};
         if (k < 2) {
             assert_int_equal(ba_band_forward_path(BA_BAND_AUTO, W, B, T, h, Jb, lw[k], &st, NULL),
                              BA_OK);

@@ -88,7 +88,7 @@ static ba_engine_rows rows_for(const ba_engine_ops *o, const inputs *in, const b
                                ba_engine_ctx *ctx)
 {
     int W = (o->caps & BA_ENGINE_CAP_BAND) ? T - 1 : (o->caps & BA_ENGINE_CAP_WINDOW) ? 2 : 0;
-    ba_engine_rows r = {B, T, in->h, in->J, T, 0, W, a, ctx, NULL, T - 1, NULL, NULL};
+    ba_engine_rows r = {B, T, in->h, in->J, T, 0, W, a, ctx, NULL, T - 1, NULL, NULL, 0};
     return r;
 }
 
@@ -297,7 +297,8 @@ static void test_refusals(void **state)
         /* an enumerating engine refuses a row past its max_spins */
         if ((o->caps & BA_ENGINE_CAP_ENUMERATE) && o->max_spins < 32) {
             ba_approx a = ba_approx_default();
-            ba_engine_rows r = {1, o->max_spins + 1, NULL, J, 32, 0, 0, &a, NULL, NULL, 0, NULL, NULL};
+            ba_engine_rows r = {1, o->max_spins + 1, NULL, J, 32, 0, 0, &a, NULL, NULL, 0, NULL,
+                                NULL, 0};
             err[0] = 0;
             assert_int_equal(o->forward(&r, logw, err), BA_ERR_LIMIT);
             assert_non_null(strstr(err, o->name));

@@ -232,7 +232,7 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
                     J[((size_t)h * Tmax + j) * Tmax + k] = js * ba_rng_normal(&r);
     fill_normal(&r, wts, nout, 1.0);
     att_ctx c = {{v->attn, v->engine, B, T, C, H, Tmax, NULL, NULL, NULL, NULL, 0, v->couplings,
-                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL, NULL},
+                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL, NULL, 0},
                  qkv, J, out, att, pre, wts};
     ba_approx_stats st = {0, 0, 0, 0, 0};
     if (ba_engine_is_approx(v->engine))

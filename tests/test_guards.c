@@ -5,7 +5,10 @@
  * - ba_model_forward names the first non-finite tensor behind a non-finite
  *   loss: a parameter, else the first activation in forward order;
  * - a refused step leaves a model that ba_checkpoint_save writes (it never
- *   holds a non-finite value). */
+ *   holds a non-finite value);
+ * - the update's two ways of proving itself safe (a bound from the block's
+ *   maxima, else the guard pass) update alike, and a negative second
+ *   moment (a corrupt state) fails the bound and is refused by the guard. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +204,51 @@ static void test_step_refuses_overflowing_update(void **state)
     ba_model_free(m);
 }
 
+/* One model stepped with every value small (the bound proves the update
+ * safe) and its copy with one parameter at 1e31, beyond the bound's limit
+ * but inside float (the guard pass runs): every other value updates to the
+ * same bits, and the large one as AdamW's formula says. */
+static void test_step_bound_and_guard_agree(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    int in[B * T], tg[B * T];
+    ba_model *a = make(BA_ATTN_SOFTMAX, 1, in, tg), *b = make(BA_ATTN_SOFTMAX, 1, in, tg);
+    ba_adamw opt = ba_adamw_default();
+    grads(a, in, tg);
+    grads(b, in, tg);
+    size_t P = ba_model_num_params(a), nb;
+    ba_real *big = tensor(b, "ln_f.bias", &nb); /* not decayed */
+    size_t at = (size_t)(big - ba_model_params(b));
+    big[0] = (ba_real)1e31;
+    double g = ba_model_grads(b)[at], norm;
+    assert_int_equal(ba_model_step(a, &opt, 1e-3, &norm, err), BA_OK);
+    assert_int_equal(ba_model_step(b, &opt, 1e-3, NULL, err), BA_OK);
+    ba_real *pa = ba_model_params(a), *pb = ba_model_params(b);
+    for (size_t i = 0; i < P; i++)
+        if (i != at && memcmp(&pa[i], &pb[i], sizeof(ba_real)))
+            fail_msg("parameter %zu: %.9g (bound) against %.9g (guard)", i, (double)pa[i],
+                     (double)pb[i]);
+    assert_memory_equal(ba_model_adam_m(a), ba_model_adam_m(b), P * sizeof(ba_real));
+    assert_memory_equal(ba_model_adam_v(a), ba_model_adam_v(b), P * sizeof(ba_real));
+    /* step 1 from zero moments: m = (1 - b1) gc, v = (1 - b2) gc^2 */
+    double clip = norm > opt.grad_clip ? opt.grad_clip / norm : 1.0;
+    double gc = g * clip, m1 = (1 - opt.beta1) * gc;
+    double v1 = (1 - opt.beta2) * gc * gc, bc1 = 1 - opt.beta1, bc2 = 1 - opt.beta2;
+    double want = 1e31f - 1e-3 * ((m1 / bc1) / (sqrt(v1 / bc2) + opt.eps));
+    assert_true(pb[at] == (ba_real)want);
+    ba_model_free(b);
+
+    /* a negative second moment: sqrt of it is NaN, so the step is refused */
+    grads(a, in, tg);
+    ba_model_adam_v(a)[7] = -1;
+    snapshot s = take(a);
+    assert_int_equal(ba_model_step(a, &opt, 1e-3, NULL, err), BA_ERR_NUMERIC);
+    expect(err, "no update made");
+    unchanged(a, s);
+    ba_model_free(a);
+}
+
 /* The loss check names the first non-finite tensor behind it. */
 static void test_forward_names_first_nonfinite(void **state)
 {
@@ -249,6 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_refuses_nonfinite_gradient),
         cmocka_unit_test(test_step_refuses_overflowing_update),
+        cmocka_unit_test(test_step_bound_and_guard_agree),
         cmocka_unit_test(test_forward_names_first_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -107,6 +107,14 @@ static void test_gelu_matches_double_twin(void **state)
     float once = dx[N / 2];
     ba_gelu_backward(dx, x, dy, N); /* accumulates: exactly twice */
     assert_true(dx[N / 2] == 2.0f * once && once != 0.0f);
+    /* the setting form: the bits of zeroing, then accumulating (dy of both
+     * signs, so -0 products appear and become +0 in both) */
+    static float ds[N], dz[N];
+    for (int i = 0; i < N; i++)
+        dy[i] = (i % 3) ? (float)ba_rng_normal(&r) : -0.0f, ds[i] = 7.0f, dz[i] = 0.0f;
+    ba_gelu_backward_set(ds, x, dy, N);
+    ba_gelu_backward(dz, x, dy, N);
+    assert_memory_equal(ds, dz, sizeof ds);
     assert_true(y[0] == 0.0f);
     assert_true(y[8] == 30.0f);               /* sigmoid(2u) rounds to 1 */
     assert_true(y[6] == 0.0f && signbit(y[6])); /* x * 0 for x < 0 */

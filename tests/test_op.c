@@ -149,6 +149,32 @@ static void expect_same(const char *what, const variant *v, const double *a, con
                      b[i]);
 }
 
+/* The model's layer in one precision, forward then backward: the tiled
+ * kernels on packed qkv for softmax and sigmoid (lse in pre), the dense
+ * core otherwise (src/model/model_attn.c chooses the same way). */
+#define LAYER_PASS(P, R)                                                                       \
+    static void layer_##P(const ba_attn_shape *s, R *out, R *att, R *pre, const R *qkv,       \
+                          const R *J, R *dqkv, R *dJ, const R *dout)                          \
+    {                                                                                          \
+        char err[BA_ERR_LEN];                                                                  \
+        if (!ba_attn_tiled_supports(s)) {                                                      \
+            assert_int_equal(ba_attention_forward_##P(s, out, att, pre, qkv, J, err), BA_OK);  \
+            assert_int_equal(ba_attention_backward_##P(s, dqkv, dJ, dout, qkv, J, att, pre,    \
+                                                       err),                                   \
+                             BA_OK);                                                           \
+            return;                                                                            \
+        }                                                                                      \
+        ba_attn_io_##P io = ba_attn_packed_io_##P(s, qkv);                                     \
+        io.out = out;                                                                          \
+        if (ba_attn_tiled_forward_##P(s, &io, pre, err))                                       \
+            fail_msg("tiled forward: %s", err);                                                \
+        size_t C = (size_t)s->C;                                                               \
+        io.dout = dout, io.dq = dqkv, io.dk = dqkv + C, io.dv = dqkv + 2 * C;                  \
+        assert_int_equal(ba_attn_tiled_backward_##P(s, &io, pre, err), BA_OK);                 \
+    }
+LAYER_PASS(f64, double)
+LAYER_PASS(f32, float)
+
 /* Through the layer and through the op, in precision prec (32 or 64):
  * outputs and gradients compared bit for bit (as doubles). */
 static void layer_vs_op(const variant *v, int prec)
@@ -176,9 +202,7 @@ static void layer_vs_op(const variant *v, int prec)
     ba_attn_op_ctx *ctx;
     assert_int_equal(ba_attn_op_ctx_new(&ctx, err), BA_OK);
     if (prec == 64) {
-        assert_int_equal(ba_attention_forward_f64(&s, lout, att, pre, qkv, p.J, err), BA_OK);
-        assert_int_equal(ba_attention_backward_f64(&s, dqkv, ldJ, ldout, qkv, p.J, att, pre, err),
-                         BA_OK);
+        layer_f64(&s, lout, att, pre, qkv, p.J, dqkv, ldJ, ldout);
         int rc = ba_attn_op_forward_f64(ctx, o, p.q, p.k, p.v, p.J, P, err);
         if (rc)
             fail_msg("%s: %s", v->name, err);
@@ -201,10 +225,7 @@ static void layer_vs_op(const variant *v, int prec)
             fJ[i] = (float)p.J[i];
         for (size_t i = 0; i < 4 * n; i++)
             fx[i] = (float)p.q[i];
-        assert_int_equal(ba_attention_forward_f32(&s, fout, fatt, fpre, fqkv, fJ, err), BA_OK);
-        assert_int_equal(ba_attention_backward_f32(&s, fdqkv, fdJ, fdout, fqkv, fJ, fatt, fpre,
-                                                   err),
-                         BA_OK);
+        layer_f32(&s, fout, fatt, fpre, fqkv, fJ, fdqkv, fdJ, fdout);
         float *fo = fx + 4 * n;
         int rc = ba_attn_op_forward_f32(ctx, o, fx, fx + n, fx + 2 * n, fJ, fo, err);
         if (rc)

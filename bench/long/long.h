@@ -19,6 +19,7 @@ typedef struct {
     double train_time;
     long train_steps; /* 0: until train_time */
     int core, train;
+    int train_f32; /* each band row also with the band engine in float */
     long seed;
     const char *data, *csv_path;
 } bench_args;

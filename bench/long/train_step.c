@@ -147,17 +147,18 @@ typedef struct {
 } train_result;
 
 /* One configuration: softmax (W = 0) or boltzmann relative band W without
- * position embeddings, engine auto (the band engine); AdamW defaults at a
- * constant lr, nothing evaluated or saved. The couplings start at --j-std,
- * the size the core part uses. */
-static int train_one(const ba_dataset *ds, int T, int W, const bench_args *a, train_result *res,
-                     char *err)
+ * position embeddings, engine auto (the band engine), its window term in
+ * float when f32; AdamW defaults at a constant lr, nothing evaluated or
+ * saved. The couplings start at --j-std, the size the core part uses. */
+static int train_one(const ba_dataset *ds, int T, int W, int f32, const bench_args *a,
+                     train_result *res, char *err)
 {
     ba_config cfg = ba_config_default(W ? BA_ATTN_BOLTZMANN : BA_ATTN_SOFTMAX, T);
     ba_config_set_data(&cfg, ds);
     cfg.n_layer = TRAIN_LAYERS, cfg.n_head = TRAIN_HEADS, cfg.n_embd = TRAIN_C, cfg.ffn = 1;
     if (W)
         cfg.couplings = BA_COUPLINGS_RELATIVE, cfg.band = W, cfg.pos_emb = 0;
+    cfg.band_f32 = f32;
     ba_train_settings s = ba_train_settings_default(LONG_MAX);
     s.batch = a->tB, s.lr = LR, s.warmup = 0, s.min_lr_frac = 1.0;
     s.j_init_std = W ? a->j_std : 0.0;
@@ -202,14 +203,16 @@ static int train_T(int T, const bench_args *a, const data_source *src, train_poi
         return rc == BA_ERR_NOMEM ? 1 : EXIT_USAGE;
     }
     double soft = NAN;
-    for (int wi = -1; wi < a->ntW; wi++) {
+    /* with --train-f32 each band twice: double (row 2 wi), then float */
+    for (int ci = -1; ci < a->ntW * (a->train_f32 ? 2 : 1); ci++) {
+        int wi = ci < 0 ? -1 : a->train_f32 ? ci / 2 : ci, f32 = a->train_f32 && ci >= 0 && ci % 2;
         int W = wi < 0 ? 0 : a->tWs[wi];
         char name[16] = "softmax";
         if (W)
-            snprintf(name, sizeof name, "band W=%d", W);
+            snprintf(name, sizeof name, "band W=%d%s", W, f32 ? " f32" : "");
         train_result r;
         reset_peak_rss();
-        if ((rc = train_one(ds, T, W, a, &r, err))) {
+        if ((rc = train_one(ds, T, W, f32, a, &r, err))) {
             fprintf(stderr, "%s: training step, T = %d, %s: %s (%s)\n", prog, T, name, err,
                     ba_status_str(rc));
             ba_dataset_free(ds);
@@ -222,11 +225,12 @@ static int train_T(int T, const bench_args *a, const data_source *src, train_poi
         fflush(stdout);
         if (csv) {
             fprintf(csv, "train,%d,%s,%d,%d,%d,%d,%ld,%.6g,%.6g,%.6g,%.6g,%.6g,%.1f,,\n", T,
-                    W ? "band" : "softmax", W, a->tB, TRAIN_C, threads_in_use(), r.steps, r.best,
+                    W ? (f32 ? "band-f32" : "band") : "softmax", W, a->tB, TRAIN_C,
+                    threads_in_use(), r.steps, r.best,
                     sec, sec / soft, 1 / sec, r.loss, r.peak_mib);
             fflush(csv);
         }
-        if (W)
+        if (W && !f32) /* the cost model is double's */
             pts->T[pts->n] = T, pts->W[pts->n] = W, pts->sec[pts->n++] = sec;
         else
             pts->Ts[pts->nsoft] = T, pts->soft[pts->nsoft++] = sec;

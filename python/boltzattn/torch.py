@@ -321,6 +321,9 @@ class BoltzattnModel(nn.Module):
                   band=c.get("band", 0) or None, engine=engine,
                   field_bias=c.get("field_bias", "none"), n_layer=L,
                   j_init_std=c.get("j_init_std", 0.0))
+        # "band_precision": "float" (the C trainer's float band window
+        # term, issue 42) is not read: the op runs the band engine in double,
+        # which differs from float by its rounding alone (tests/test_band32.c)
         if _lib.engine_caps(engine) & _lib.CAP["approx"]:
             kw["approx"] = c.get("approx")
             kw["window"] = c.get("window")

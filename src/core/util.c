@@ -138,6 +138,14 @@ int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err)
         *out = (ba_field_bias)v;
     return rc;
 }
+
+/* The band engine's precision (ba_config.band_f32): 0 double, 1 float. */
+static const char *const band_precision_names[2] = {"double", "float"};
+const char *ba_band_precision_name(int f32) { return band_precision_names[f32 != 0]; }
+int ba_band_precision_parse(const char *s, int *f32, char *err)
+{
+    return parse_name(s, band_precision_names, 2, f32, "band precision", err);
+}
 const char *ba_head_name(ba_head h) { return (unsigned)h < 2 ? head_names[h] : "?"; }
 
 int ba_head_parse(const char *s, ba_head *out, char *err)

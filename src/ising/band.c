@@ -34,6 +34,10 @@
  * bound each query's dynamic range (src/ising_band_lin.c, "guard") and
  * send it to the linear path when the bound allows, here otherwise. Both
  * stay callable on any query (ba_band_forward_path), as each other's twin.
+ * A third, src/ising/band_lin32.c, runs the linear path's kernels in float
+ * when the caller asks for it (BA_BAND_AUTO32: the engine rows' f32, a
+ * model's band_f32): a query goes there when float's narrower bound
+ * (ba_band_lin32_max_nats) holds, else to the double paths as above.
  * Per query of n = 1024 on one core of the 2-core EPYC VM (h ~ N(0, 1.5^2),
  * J ~ N(0, 0.3^2)), forward / backward:
  *   W = 2: log 190 / 245 us, linear 17 / 33 us
@@ -345,7 +349,7 @@ static int band_check(int W, int B, int T, const void *J, const char *j_name, co
 
 static int path_check(ba_band_path path, char *err)
 {
-    if ((unsigned)path > (unsigned)BA_BAND_LINEAR)
+    if ((unsigned)path > (unsigned)BA_BAND_LINEAR32)
         return ba_fail(err, BA_ERR_ARG, "band engine: unknown path %d", (int)path);
     return BA_OK;
 }
@@ -368,8 +372,10 @@ extern const ba_engine_ops ba_engine_band_ops;
 typedef struct {
     int B, T, we, ldb, nt;
     const double *h, *Jb;
-    unsigned char *lin; /* (B*T) 1: the query takes the linear path */
+    unsigned char *lin; /* (B*T) the query's path: a BAND_Q_* */
     ba_band_lin lc;
+    ba_band_lin32 lc32; /* the float path's, when a query takes it */
+    float *tab32;
     band_ws *lws;       /* (nt) the log path's views */
     double **bufs;      /* (nt) each thread's buffer */
     double *mem, *tab;
@@ -383,7 +389,12 @@ static void band_free(band_call *c)
     free(c->bufs);
     free(c->mem);
     free(c->tab);
+    free(c->tab32);
 }
+
+/* A query's path: log, linear in double, linear in float; BAD marks
+ * non-finite fields until band_route reports them. */
+enum { BAND_Q_LOG, BAND_Q_LIN, BAND_Q_LIN32, BAND_Q_BAD };
 
 /* The couplings' check, then each query's field check and path, in
  * parallel: the lowest non-finite h (query, then key) is reported. */
@@ -402,30 +413,38 @@ static int band_route(band_call *c, ba_band_path path, ba_band_stats *stats, cha
     unsigned char *lin = c->lin;
     const double *h = c->h;
     int T = c->T, we = c->we;
+    /* float only where asked for and where its own, narrower bound holds */
+    double max32 = path == BA_BAND_AUTO32 ? ba_band_lin32_max_nats(we) : -1.0;
 #pragma omp parallel for schedule(static) num_threads(c->nt) if (nq * T > 2000000L)
     for (long q = 0; q < nq; q++) {
         double hb = ba_band_lin_hbound(we, (int)(q % T) + 1, h ? h + (size_t)q * T : NULL);
-        lin[q] = !isfinite(hb) ? 2 : hb + jb <= BA_BAND_LIN_MAX_NATS;
+        lin[q] = !isfinite(hb)                     ? BAND_Q_BAD
+                 : hb + jb <= max32                ? BAND_Q_LIN32
+                 : hb + jb <= BA_BAND_LIN_MAX_NATS ? BAND_Q_LIN
+                                                   : BAND_Q_LOG;
     }
-    long nlin = 0;
+    long nlin = 0, nlin32 = 0;
     for (long q = 0; q < nq; q++) {
-        if (lin[q] == 2) {
+        if (lin[q] == BAND_Q_BAD) {
             const double *row = h + (size_t)q * T;
             for (int j = 0; j <= q % T; j++)
                 if (!isfinite(row[j]))
                     return ba_fail(err, BA_ERR_NUMERIC,
                                    "band engine: field h[%ld][%ld][%d] = %g is not finite",
                                    q / T, q % T, j, row[j]);
-            lin[q] = 0; /* finite fields whose sum overflowed: far past the bound */
+            lin[q] = BAND_Q_LOG; /* finite fields whose sum overflowed: far past the bound */
         }
         if (path == BA_BAND_LOG)
-            lin[q] = 0;
-        else if (path != BA_BAND_AUTO)
-            lin[q] = 1;
-        nlin += lin[q];
+            lin[q] = BAND_Q_LOG;
+        else if (path == BA_BAND_LINEAR)
+            lin[q] = BAND_Q_LIN;
+        else if (path == BA_BAND_LINEAR32)
+            lin[q] = BAND_Q_LIN32;
+        nlin += lin[q] == BAND_Q_LIN;
+        nlin32 += lin[q] == BAND_Q_LIN32;
     }
     if (stats)
-        stats->linear = nlin, stats->log = nq - nlin;
+        stats->linear = nlin, stats->linear32 = nlin32, stats->log = nq - nlin - nlin32;
     return BA_OK;
 }
 
@@ -438,8 +457,9 @@ static int band_setup(band_call *c, ba_band_path path, int W, int B, int T, cons
     c->B = B, c->T = T, c->we = band_window(W, T), c->ldb = ldb, c->h = h, c->Jb = Jb;
     c->nt = ba_nthreads();
     size_t S = (size_t)1 << c->we, logsz = S * ((size_t)T * (dual ? 2 : 1) + 8);
-    size_t linsz = ba_band_lin_ws_doubles(c->we, T);
+    size_t linsz = ba_band_lin_ws_doubles(c->we, T), lin32sz = ba_band_lin32_ws_doubles(c->we, T);
     size_t per = logsz > linsz ? logsz : linsz;
+    per = per > lin32sz ? per : lin32sz;
     c->lin = malloc((size_t)B * T);
     c->lws = malloc(sizeof(band_ws) * (size_t)c->nt);
     c->bufs = malloc(sizeof(double *) * (size_t)c->nt);
@@ -461,9 +481,10 @@ static int band_setup(band_call *c, ba_band_path path, int W, int B, int T, cons
         c->lws[i] = w;
     }
     c->lc = (ba_band_lin){c->we, T, ldb, Jb, NULL};
-    int any = 0;
-    for (long q = 0; q < (long)B * T && !any; q++)
-        any = c->lin[q];
+    c->lc32 = (ba_band_lin32){c->we, T, ldb, Jb, NULL};
+    int any = 0, any32 = 0;
+    for (long q = 0; q < (long)B * T; q++)
+        any |= c->lin[q] != BAND_Q_LOG, any32 |= c->lin[q] == BAND_Q_LIN32;
     if (!any)
         return BA_OK;
     size_t row = ba_band_lin_table_doubles(c->we);
@@ -476,6 +497,12 @@ static int band_setup(band_call *c, ba_band_path path, int W, int B, int T, cons
     for (int t = 0; t < T; t++)
         ba_band_lin_table_row(we, t, Jb, ldb, tab + row * (size_t)t);
     c->lc.tab = c->tab;
+    if (any32) {
+        if (!(c->tab32 = malloc(sizeof(float) * row * (size_t)T)))
+            goto nomem;
+        ba_band_lin32_table(we, T, c->tab, c->tab32);
+        c->lc32.tab = c->tab32;
+    }
     return BA_OK;
 nomem:
     return ba_fail(err, BA_ERR_NOMEM, "band engine: cannot allocate workspace for T = %d, W = %d",
@@ -509,7 +536,9 @@ static int band_forward_stop(ba_band_path path, int W, int B, int T, const doubl
         int i = (int)(q % T), id = ba_thread_id();
         size_t row = (size_t)q * T;
         const double *hq = h ? h + row : NULL;
-        if (c.lin[q])
+        if (c.lin[q] == BAND_Q_LIN32)
+            ba_band_lin32_forward(&c.lc32, c.bufs[id], i + 1, hq, logw + row);
+        else if (c.lin[q] == BAND_Q_LIN)
             ba_band_lin_forward(&c.lc, c.bufs[id], i + 1, hq, logw + row);
         else
             band_query_forward(&c.lws[id], i + 1, hq, Jb, W, logw + row);
@@ -565,7 +594,9 @@ static int band_backward_core(ba_band_path path, int W, int B, int T, const doub
             size_t row = (size_t)q * T;
             const double *hq = h ? h + row : NULL;
             double *dhq = dh ? dh + row : NULL;
-            if (c.lin[q])
+            if (c.lin[q] == BAND_Q_LIN32)
+                ba_band_lin32_backward(&c.lc32, c.bufs[id], i + 1, hq, g + row, dhq, dj);
+            else if (c.lin[q] == BAND_Q_LIN)
                 ba_band_lin_backward(&c.lc, c.bufs[id], i + 1, hq, g + row, dhq, dj);
             else
                 band_query_backward(&c.lws[id], i + 1, hq, Jb, ldb, g + row, dhq, dj);
@@ -635,15 +666,21 @@ static double *dense_band(int W, int B, int T, const double *J, int ldj, const v
     return Jb;
 }
 
-int ba_band_forward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
-                              double *logw, const ba_stop *stop, char *err)
+static int dense_forward(ba_band_path path, int W, int B, int T, const double *h,
+                         const double *J, int ldj, double *logw, const ba_stop *stop, char *err)
 {
     int rc;
     double *Jb = dense_band(W, B, T, J, ldj, logw, "logw", err, &rc);
     if (Jb)
-        rc = band_forward_stop(BA_BAND_AUTO, W, B, T, h, Jb, logw, NULL, stop, err);
+        rc = band_forward_stop(path, W, B, T, h, Jb, logw, NULL, stop, err);
     free(Jb);
     return rc;
+}
+
+int ba_band_forward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
+                              double *logw, const ba_stop *stop, char *err)
+{
+    return dense_forward(BA_BAND_AUTO, W, B, T, h, J, ldj, logw, stop, err);
 }
 
 int ba_band_forward(int W, int B, int T, const double *h, const double *J, int ldj,
@@ -652,18 +689,25 @@ int ba_band_forward(int W, int B, int T, const double *h, const double *J, int l
     return ba_band_forward_stop(W, B, T, h, J, ldj, logw, NULL, err);
 }
 
-int ba_band_backward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
-                               const double *g, double *dh, double *dJ, const ba_stop *stop,
-                               char *err)
+static int dense_backward(ba_band_path path, int W, int B, int T, const double *h,
+                          const double *J, int ldj, const double *g, double *dh, double *dJ,
+                          const ba_stop *stop, char *err)
 {
     int rc;
     double *Jb = dense_band(W, B, T, J, ldj, g, "g", err, &rc);
     if (Jb && (dh || dJ)) {
         band_out o = {dJ, 1, (size_t)ldj, 0};
-        rc = band_backward_core(BA_BAND_AUTO, W, B, T, h, Jb, W, g, dh, o, NULL, stop, err);
+        rc = band_backward_core(path, W, B, T, h, Jb, W, g, dh, o, NULL, stop, err);
     }
     free(Jb);
     return rc;
+}
+
+int ba_band_backward_stop(int W, int B, int T, const double *h, const double *J, int ldj,
+                               const double *g, double *dh, double *dJ, const ba_stop *stop,
+                               char *err)
+{
+    return dense_backward(BA_BAND_AUTO, W, B, T, h, J, ldj, g, dh, dJ, stop, err);
 }
 
 int ba_band_backward(int W, int B, int T, const double *h, const double *J, int ldj,
@@ -674,20 +718,22 @@ int ba_band_backward(int W, int B, int T, const double *h, const double *J, int 
 
 /* ------------------------------------------------ the engine interface */
 
+/* rows.f32: the float linear path where its bound allows (AUTO32) */
 static int band_rows_forward(const ba_engine_rows *r, double *logw, char *err)
 {
-    return r->jb ? band_forward_stop(BA_BAND_AUTO, r->W, r->B, r->T, r->h, r->J, logw, NULL,
-                                     r->stop, err)
-                 : ba_band_forward_stop(r->W, r->B, r->T, r->h, r->J, r->ldj, logw, r->stop, err);
+    ba_band_path p = r->f32 ? BA_BAND_AUTO32 : BA_BAND_AUTO;
+    return r->jb ? band_forward_stop(p, r->W, r->B, r->T, r->h, r->J, logw, NULL, r->stop, err)
+                 : dense_forward(p, r->W, r->B, r->T, r->h, r->J, r->ldj, logw, r->stop, err);
 }
 
 static int band_rows_backward(const ba_engine_rows *r, const double *g, double *dh, double *dJ,
                               char *err)
 {
-    return r->jb ? band_backward_stop(BA_BAND_AUTO, r->W, r->B, r->T, r->h, r->J, g, dh, dJ,
-                                      NULL, r->stop, err)
-                 : ba_band_backward_stop(r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ,
-                                         r->stop, err);
+    ba_band_path p = r->f32 ? BA_BAND_AUTO32 : BA_BAND_AUTO;
+    return r->jb ? band_backward_stop(p, r->W, r->B, r->T, r->h, r->J, g, dh, dJ, NULL, r->stop,
+                                      err)
+                 : dense_backward(p, r->W, r->B, r->T, r->h, r->J, r->ldj, g, dh, dJ, r->stop,
+                                  err);
 }
 
 /* Without a band its window is all n - 1 earlier keys, at most

@@ -43,6 +43,12 @@ typedef struct {
     /* the caller's stop request (may be NULL): an engine whose call can run
      * long polls it between queries and returns BA_ERR_INTERRUPTED */
     const ba_stop *stop;
+    /* the band engine's window term in float (issue 42, config band_f32):
+     * each query whose dynamic range float holds runs the float linear
+     * path (src/ising/band_lin32.c), the others the double paths. Read by
+     * the band engine alone; the hybrid engine's band part ignores it
+     * (it calls the band engine's dense entry points, in double). 0: double */
+    int f32;
 } ba_engine_rows;
 
 /* What a model asks of an engine before it runs it (ba_config_validate):

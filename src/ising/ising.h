@@ -137,9 +137,19 @@ int ba_band_backward_jb(int W, int B, int T, const double *h, const double *Jb,
  * whatever its bound (past the bound it may under- or overflow: only for
  * inputs known to be safe). stats (may be NULL) receives the number of
  * queries each path took. */
-typedef enum { BA_BAND_AUTO, BA_BAND_LOG, BA_BAND_LINEAR } ba_band_path;
+typedef enum {
+    BA_BAND_AUTO,
+    BA_BAND_LOG,
+    BA_BAND_LINEAR,
+    /* the float linear path (src/ising/band_lin32.c, issue 42): AUTO32
+     * sends each query to it when ba_band_lin32_max_nats allows, else as
+     * AUTO does (double linear, or log); LINEAR32 sends every query to it
+     * whatever its bound (tests and benchmarks on inputs known safe) */
+    BA_BAND_AUTO32,
+    BA_BAND_LINEAR32
+} ba_band_path;
 typedef struct {
-    long linear, log;
+    long linear, log, linear32; /* linear: the double linear path's */
 } ba_band_stats;
 int ba_band_forward_path(ba_band_path path, int W, int B, int T, const double *h,
                          const double *Jb, double *logw, ba_band_stats *stats, char *err);
@@ -170,6 +180,25 @@ void ba_band_lin_backward(const ba_band_lin *c, double *ws, int n, const double 
                           const double *g, double *dh, double *djb);
 double ba_band_lin_hbound(int we, int n, const double *h);
 double ba_band_lin_jbound(int we, int T, const double *Jb, int ldb);
+
+/* The linear path in float (src/ising/band_lin32.c): the same kernels
+ * with tab32 (T, ba_band_lin_table_doubles(we)) the table's entries
+ * rounded to float (ba_band_lin32_table from the double one) and ws of
+ * ba_band_lin32_ws_doubles(we, T) doubles per thread; inputs and outputs
+ * in double as above. A query may take it when hbound + jbound is at most
+ * ba_band_lin32_max_nats(we) (float's smaller exponent range). */
+typedef struct {
+    int we, T, ldb;
+    const double *Jb;
+    const float *tab;
+} ba_band_lin32;
+size_t ba_band_lin32_ws_doubles(int we, int T);
+void ba_band_lin32_table(int we, int T, const double *tab, float *tab32);
+void ba_band_lin32_forward(const ba_band_lin32 *c, double *ws, int n, const double *h,
+                           double *logw);
+void ba_band_lin32_backward(const ba_band_lin32 *c, double *ws, int n, const double *h,
+                            const double *g, double *dh, double *djb);
+double ba_band_lin32_max_nats(int we);
 
 /* ------------------------------------------- sampled engine, batched
  * The sampled counterpart of ba_engine_forward/backward (src/sampled.c), with

@@ -69,7 +69,7 @@ int ba_ising_backward(ba_engine e, int n, const double *h, const double *J, int 
 static ba_engine_rows plain_rows(ba_engine_ctx *c, int B, int T, const double *h,
                                  const double *J, int ldj, const ba_approx *a)
 {
-    ba_engine_rows r = {B, T, h, J, ldj, 0, 0, a, c, NULL, 0, NULL, NULL};
+    ba_engine_rows r = {B, T, h, J, ldj, 0, 0, a, c, NULL, 0, NULL, NULL, 0};
     return r;
 }
 
@@ -158,7 +158,7 @@ int ba_ising_solve(ba_engine e, int W, const ba_approx *approx, int n, const dou
         for (int j = 0; h && j <= i; j++)
             hb[(size_t)i * n + j] = h[j];
     ba_approx_stats tot = {0, 0, 0, 0, 0};
-    ba_engine_rows r = {1, n, hb, J, ldj, 0, W, &a, NULL, NULL, 0, &tot, NULL};
+    ba_engine_rows r = {1, n, hb, J, ldj, 0, W, &a, NULL, NULL, 0, &tot, NULL, 0};
     rc = o->forward(&r, lw, err);
     if (!rc)
         memcpy(logw, lw + (size_t)(n - 1) * n, sizeof *logw * (size_t)n);
@@ -195,7 +195,7 @@ int ba_approx_forward(ba_engine e, const ba_approx *a, int W, int B, int T, cons
     const ba_engine_ops *o = approx_of(e, err);
     if (!o)
         return BA_ERR_ARG;
-    ba_engine_rows r = {B, T, h, J, ldj, 0, W, a, NULL, NULL, T - 1, st, NULL};
+    ba_engine_rows r = {B, T, h, J, ldj, 0, W, a, NULL, NULL, T - 1, st, NULL, 0};
     return o->forward(&r, logw, err);
 }
 
@@ -221,7 +221,7 @@ int ba_approx_backward_from(ba_engine e, const ba_approx *a, int W, int B, int T
     const ba_engine_ops *o = approx_of(e, err);
     if (!o)
         return BA_ERR_ARG;
-    ba_engine_rows r = {B, T, h, J, ldj, 0, W, a, NULL, logw0, R, st, NULL};
+    ba_engine_rows r = {B, T, h, J, ldj, 0, W, a, NULL, logw0, R, st, NULL, 0};
     return o->backward(&r, g, dh, dJ, err);
 }
 

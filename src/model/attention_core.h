@@ -272,7 +272,7 @@ static int head_rows(const ba_attn_shape *s, int hh, int B, const double *h, con
     int band = ((*o)->caps & BA_ENGINE_CAP_BAND) != 0;
     ba_engine_rows rr = {B, s->T, h, Jd, s->T, uses_band_layout(s),
                          band ? band_width(s) : s->window, &s->approx, NULL, lw0,
-                         grad_reach(s), s->astats, s->stop};
+                         grad_reach(s), s->astats, s->stop, s->band_f32};
     *r = rr;
     return ((*o)->caps & BA_ENGINE_CAP_CONTEXT) ? head_ctx(s, *o, hh, &r->ctx, tmp, err) : BA_OK;
 }

@@ -79,16 +79,17 @@ int ba_attn_tiled_supports(const ba_attn_shape *s)
 
 /* One thread's buffers: s, p, dp (BA_TILE x BA_TILE) scores, weights and
  * their gradient; o, dk, dv (BA_TILE x d) accumulators; mx, z (BA_TILE)
- * the running maximum and sum; dd (T) the backward's D_i of one head. */
+ * the running maximum and sum, alpha, sum (BA_TILE) a tile's rescaling
+ * factors and row sums; dd (T) the backward's D_i of one head. */
 typedef struct {
     AT_REAL *s, *p, *dp, *o, *dk, *dv, *mx, *dd;
-    double *z;
+    double *z, *alpha, *sum;
 } TL(tl_ws);
 
 static void TL(ws_free)(TL(tl_ws) *w)
 {
     free(w->s), free(w->p), free(w->dp), free(w->o), free(w->dk), free(w->dv), free(w->mx);
-    free(w->dd), free(w->z);
+    free(w->dd), free(w->z), free(w->alpha), free(w->sum);
 }
 
 static int TL(ws_alloc)(TL(tl_ws) *w, int d, int T)
@@ -99,8 +100,10 @@ static int TL(ws_alloc)(TL(tl_ws) *w, int d, int T)
     w->dp = malloc(sizeof(AT_REAL) * tt), w->o = malloc(sizeof(AT_REAL) * td);
     w->dk = malloc(sizeof(AT_REAL) * td), w->dv = malloc(sizeof(AT_REAL) * td);
     w->mx = malloc(sizeof(AT_REAL) * BA_TILE), w->dd = malloc(sizeof(AT_REAL) * (size_t)T);
-    w->z = malloc(sizeof(double) * BA_TILE);
-    if (w->s && w->p && w->dp && w->o && w->dk && w->dv && w->mx && w->dd && w->z)
+    w->z = malloc(sizeof(double) * BA_TILE), w->alpha = malloc(sizeof(double) * BA_TILE);
+    w->sum = malloc(sizeof(double) * BA_TILE);
+    if (w->s && w->p && w->dp && w->o && w->dk && w->dv && w->mx && w->dd && w->z && w->alpha &&
+        w->sum)
         return 0;
     TL(ws_free)(w);
     return -1;
@@ -138,26 +141,61 @@ BA_CLONES static void TL(sig_row)(AT_REAL *x, AT_REAL *f, int c, double bias)
  * (c visible of m columns); it becomes exp(l - mx') with mx' the new
  * running maximum, the sum z and the output row o (d) are rescaled to mx'
  * and z gains the row's sum. Invisible columns become 0. */
-BA_CLONES static void TL(row_update)(AT_REAL *p, int c, int m, AT_REAL *mx, double *z,
-                                     AT_REAL *o, int d)
+BA_CLONES static void TL(row_exp)(AT_REAL *p, int c, int m, AT_REAL *mx, double *alpha)
 {
+    /* the maximum is exact in any order, so it is vectorised (a NaN field
+     * then may or may not become t; either way the row's sum and lse are
+     * NaN and the forward refuses it) */
     AT_REAL t = *mx;
+#pragma omp simd reduction(max : t)
     for (int j = 0; j < c; j++)
         t = p[j] > t ? p[j] : t;
-    double alpha = *mx == -INFINITY ? 0.0 : (double)TL_EXP(*mx - t), sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < c; j++) {
-        AT_REAL e = TL_EXP(p[j] - t);
-        p[j] = e;
-        sum += e;
-    }
+    *alpha = *mx == -INFINITY ? 0.0 : (double)TL_EXP(*mx - t);
+#pragma omp simd
+    for (int j = 0; j < c; j++)
+        p[j] = TL_EXP(p[j] - t);
     for (int j = c > 0 ? c : 0; j < m; j++)
         p[j] = 0;
+    *mx = t;
+}
+
+/* The sums of n rows of p (row stride ld; row r has c0 + r visible
+ * columns, at most m): each row's in index order, in double, as it always
+ * was (its order fixes the last bits of lse and so of every weight); four
+ * rows at a time, so that four chains of dependent additions overlap. */
+static void TL(row_sums)(const AT_REAL *p, size_t ld, int n, int c0, int m, double *sum)
+{
+    int r = 0;
+    for (; r + 4 <= n; r += 4) {
+        const AT_REAL *p0 = p + (size_t)r * ld, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        int c = c0 + r + 3 < m ? c0 + r + 3 : m; /* row r + 3's count: the others' are below */
+        for (int j = 0; j < c; j++)
+            s0 += p0[j], s1 += p1[j], s2 += p2[j], s3 += p3[j];
+        /* the invisible columns are 0: adding them changes no sum but a
+         * -0, which no sum of exponentials is */
+        sum[r] = s0, sum[r + 1] = s1, sum[r + 2] = s2, sum[r + 3] = s3;
+    }
+    for (; r < n; r++) {
+        const AT_REAL *q = p + (size_t)r * ld;
+        int c = c0 + r < m ? c0 + r : m;
+        double s0 = 0.0;
+        for (int j = 0; j < c; j++)
+            s0 += q[j];
+        sum[r] = s0;
+    }
+}
+
+/* The online softmax's bookkeeping of one row after row_exp and row_sums:
+ * the sum z and the output row o (d) are rescaled to the new maximum
+ * (alpha) and z gains the row's sum. */
+static void TL(row_rescale)(double alpha, double sum, double *z, AT_REAL *o, int d)
+{
     *z = *z * alpha + sum;
-    if (alpha != 1.0)
+    /* alpha 0 is the row's first visible tile, whose output is still 0 */
+    if (alpha != 1.0 && alpha != 0.0)
         for (int k = 0; k < d; k++)
             o[k] = (AT_REAL)(o[k] * alpha);
-    *mx = t;
 }
 
 typedef struct {
@@ -195,8 +233,11 @@ static void TL(fwd_tile)(const ba_attn_shape *s, const TL(tl_dims) *g, const TL_
             AT_REAL *row = w->s + (size_t)r * BA_TILE;
             if (sig && c > 0)
                 TL(sig_row)(row, NULL, c, ba_field_bias_value(s->field_bias, i0 + r + 1));
-            TL(row_update)(row, c, m, w->mx + r, w->z + r, w->o + (size_t)r * d, d);
+            TL(row_exp)(row, c, m, w->mx + r, w->alpha + r);
         }
+        TL(row_sums)(w->s, BA_TILE, n, i0 - j0 + 1, m, w->sum);
+        for (int r = 0; r < n; r++)
+            TL(row_rescale)(w->alpha[r], w->sum[r], w->z + r, w->o + (size_t)r * d, d);
         TL_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, m, 1, w->s, BA_TILE,
                 V + (size_t)j0 * st, st, 1, w->o, d);
     }
@@ -283,15 +324,18 @@ int TL(ba_attn_tiled_forward)(const ba_attn_shape *s, const TL_IO *io, AT_REAL *
 BA_CLONES static void TL(bwd_row)(AT_REAL *x, AT_REAL *p, int c, int m, AT_REAL lse, int sig,
                                   double bias)
 {
+    /* softmax reads the fields straight from x: a copy first cost as much
+     * as the exponentials at T = 64 (one short memcpy call per row) */
+    const AT_REAL *l = x;
     if (sig && c > 0) {
         for (int j = 0; j < c; j++)
             p[j] = x[j];
         TL(sig_row)(p, x, c, bias);
-    } else if (c > 0)
-        memcpy(p, x, sizeof(AT_REAL) * (size_t)c);
+        l = p;
+    }
 #pragma omp simd
     for (int j = 0; j < c; j++)
-        p[j] = TL_EXP(p[j] - lse);
+        p[j] = TL_EXP(l[j] - lse);
     for (int j = c > 0 ? c : 0; j < m; j++)
         p[j] = 0;
 }
@@ -320,12 +364,17 @@ static void TL(bwd_head)(const ba_attn_shape *s, const TL(tl_dims) *g, const TL_
     size_t st = io->st, ot = io->ot, tt = (size_t)BA_TILE;
     AT_REAL sc = (AT_REAL)g->scale;
     const AT_REAL *ls = lse + ((size_t)b * g->H + h) * T;
-    for (int i = 0; i < T; i++) { /* D_i = dy_i . y_i = sum_j a_ij da_ij */
+    /* D_i = dy_i . y_i = sum_j a_ij da_ij, each in index order in double;
+     * two rows at a time, so that their chains of additions overlap */
+    for (int i = 0; i < T; i += 2) {
+        int i1 = i + 1 < T ? i + 1 : i;
         const AT_REAL *y = io->out + TL_OUT(io, b, h, i), *dy = io->dout + TL_OUT(io, b, h, i);
-        double acc = 0.0;
+        const AT_REAL *y1 = io->out + TL_OUT(io, b, h, i1);
+        const AT_REAL *dy1 = io->dout + TL_OUT(io, b, h, i1);
+        double acc = 0.0, acc1 = 0.0;
         for (int k = 0; k < d; k++)
-            acc += (double)y[k] * dy[k];
-        w->dd[i] = (AT_REAL)acc;
+            acc += (double)y[k] * dy[k], acc1 += (double)y1[k] * dy1[k];
+        w->dd[i] = (AT_REAL)acc, w->dd[i1] = (AT_REAL)acc1;
     }
     for (int j0 = 0; j0 < T; j0 += BA_TILE) {
         int m = T - j0 < BA_TILE ? T - j0 : BA_TILE;

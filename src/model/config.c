@@ -121,6 +121,34 @@ static int check_couplings(const ba_config *c, int ising, char *err)
     return BA_OK;
 }
 
+/* band_f32 is 0 or 1, and 1 only where the band engine computes the
+ * attention: a user who asks for float elsewhere would get double
+ * silently, so it is refused, naming what does run. */
+static int check_band_f32(const ba_config *c, int ising, char *err)
+{
+    if (c->band_f32 != 0 && c->band_f32 != 1)
+        return ba_fail(err, BA_ERR_ARG, "band_f32 = %d must be 0 (double) or 1 (float)",
+                       c->band_f32);
+    if (!c->band_f32)
+        return BA_OK;
+    if (!ising)
+        return ba_fail(err, BA_ERR_ARG,
+                       "band_precision float applies to the band engine of boltzmann and "
+                       "coupling attention, not to %s attention",
+                       ba_attn_name(c->attn));
+    if (ba_config_engine(c) != BA_ENGINE_BAND)
+        return ba_fail(err, BA_ERR_ARG,
+                       "band_precision float applies to the band engine; this model runs the "
+                       "%s engine (set --engine band or a band with --band W)",
+                       ba_engine_name(ba_config_engine(c)));
+    if (c->sampler.kind != BA_SAMPLER_EXACT)
+        return ba_fail(err, BA_ERR_ARG,
+                       "band_precision float applies to the exact band engine, not to the %s "
+                       "sampler",
+                       ba_sampler_name(c->sampler.kind));
+    return BA_OK;
+}
+
 int ba_config_validate(const ba_config *c, char *err)
 {
     if (!c)
@@ -171,6 +199,8 @@ int ba_config_validate(const ba_config *c, char *err)
         return ba_fail(err, BA_ERR_ARG,
                        "the %s sampler applies to boltzmann and coupling attention only, not %s",
                        ba_sampler_name(c->sampler.kind), ba_attn_name(c->attn));
+    if ((rc = check_band_f32(c, ising, err)))
+        return rc;
     return ising ? check_ising_limit(c, err) : BA_OK;
 }
 
@@ -371,6 +401,9 @@ static int add_config(cJSON *o, const ba_config *cfg, const ba_data_spec *spec)
              cJSON_AddStringToObject(o, "couplings", ba_couplings_name(cfg->couplings)) &&
              cJSON_AddNumberToObject(o, "band", cfg->band) &&
              cJSON_AddStringToObject(o, "field_bias", ba_field_bias_name(cfg->field_bias));
+    /* written only when float: a double model's file is as before */
+    if (ok && cfg->band_f32)
+        ok = cJSON_AddStringToObject(o, "band_precision", "float") != NULL;
     /* only Ising configs on an approximate engine carry its settings, so
      * the others' files are as before */
     if (ok && ba_engine_is_approx(cfg->engine) &&
@@ -567,6 +600,12 @@ static int cfg_names(const cJSON *o, ba_config *c, ba_data_spec *d, int *has_tas
     if ((s = cfg_name(o, "field_bias", 0, err, &rc)) &&
         ba_field_bias_parse(s, &c->field_bias, why))
         return cfg_bad_name("field_bias", why, err);
+    if (rc)
+        return rc;
+    /* absent in files before issue 42 (and in every double model's): double */
+    if ((s = cfg_name(o, "band_precision", 0, err, &rc)) &&
+        ba_band_precision_parse(s, &c->band_f32, why))
+        return cfg_bad_name("band_precision", why, err);
     return rc;
 }
 

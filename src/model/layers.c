@@ -13,25 +13,39 @@
 
 /* C = op(A) op(B) + beta C, row-major, in blocks of rows of C, each block
  * one single-threaded call (ba_split_plan: the same result on any number
- * of threads). */
+ * of threads). With bias (N columns), each block's rows of C are first set
+ * to it and beta is 1: C = bias + op(A) op(B), the copy made right before
+ * its product, in cache for it (one pass over the whole output beforehand
+ * was 4 % of the recipe step). */
+static void gemm_block(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int lo, int m, int N, int K,
+                       const ba_real *A, int lda, const ba_real *B, int ldb, ba_real beta,
+                       ba_real *C, int ldc, const ba_real *bias)
+{
+    const ba_real *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;
+    ba_real *c = C + (size_t)lo * ldc; // (m,ldc)
+    if (bias) {
+        for (int r = 0; r < m; r++)
+            memcpy(c + (size_t)r * ldc, bias, sizeof(ba_real) * N);
+        beta = 1;
+    }
+    int saved = ba_blas_serial();
+    BA_GEMM(CblasRowMajor, ta, tb, m, N, K, 1, a, lda, B, ldb, beta, c, ldc);
+    ba_blas_end(saved);
+}
+
 static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const ba_real *A,
-                 int lda, const ba_real *B, int ldb, ba_real beta, ba_real *C, int ldc)
+                 int lda, const ba_real *B, int ldb, ba_real beta, ba_real *C, int ldc,
+                 const ba_real *bias)
 {
     ba_split p = ba_split_plan(2.0 * M * N * K, M);
     if (p.nblk == 1) { /* whole, without entering a parallel region */
-        int saved = ba_blas_serial();
-        BA_GEMM(CblasRowMajor, ta, tb, M, N, K, 1, A, lda, B, ldb, beta, C, ldc);
-        ba_blas_end(saved);
+        gemm_block(ta, tb, 0, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
         return;
     }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int k = 0; k < p.nblk; k++) {
         int lo = k * p.bs, m = M - lo < p.bs ? M - lo : p.bs;
-        const ba_real *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;
-        int saved = ba_blas_serial();
-        BA_GEMM(CblasRowMajor, ta, tb, m, N, K, 1, a, lda, B, ldb, beta, C + (size_t)lo * ldc,
-                ldc);
-        ba_blas_end(saved);
+        gemm_block(ta, tb, lo, m, N, K, A, lda, B, ldb, beta, C, ldc, bias);
     }
 }
 
@@ -39,13 +53,7 @@ void ba_linear_forward(ba_real *out, const ba_real *inp, const ba_real *w, const
                        int N, int IC, int OC)
 {
     // out (N,OC), inp (N,IC), w (OC,IC), b (OC)
-    ba_real beta = 0;
-    if (b) {
-        for (int n = 0; n < N; n++)
-            memcpy(out + (size_t)n * OC, b, sizeof(ba_real) * OC);
-        beta = 1;
-    }
-    gemm(CblasNoTrans, CblasTrans, N, OC, IC, inp, IC, w, IC, beta, out, OC);
+    gemm(CblasNoTrans, CblasTrans, N, OC, IC, inp, IC, w, IC, 0, out, OC, b);
 }
 
 void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *dout,
@@ -53,10 +61,10 @@ void ba_linear_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *
 {
     // dinp (N,IC) += dout (N,OC) w (OC,IC)
     if (dinp)
-        gemm(CblasNoTrans, CblasNoTrans, N, IC, OC, dout, OC, w, IC, 1, dinp, IC);
+        gemm(CblasNoTrans, CblasNoTrans, N, IC, OC, dout, OC, w, IC, 1, dinp, IC, NULL);
     // dw (OC,IC) += dout^T (OC,N) inp (N,IC)
     if (dw)
-        gemm(CblasTrans, CblasNoTrans, OC, IC, N, dout, OC, inp, IC, 1, dw, IC);
+        gemm(CblasTrans, CblasNoTrans, OC, IC, N, dout, OC, inp, IC, 1, dw, IC, NULL);
     if (db)
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++)
@@ -89,8 +97,7 @@ BA_CLONES static void layernorm_row(ba_real *o, ba_real *mean, ba_real *rstd, co
 }
 
 /* dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy w */
-BA_CLONES static void layernorm_row_backward(ba_real *dx, ba_real *dw, ba_real *db,
-                                             const ba_real *dy, const ba_real *x,
+BA_CLONES static void layernorm_row_backward(ba_real *dx, const ba_real *dy, const ba_real *x,
                                              const ba_real *w, double m, double s, int C)
 {
     double g1 = 0.0, g2 = 0.0;
@@ -107,9 +114,25 @@ BA_CLONES static void layernorm_row_backward(ba_real *dx, ba_real *dw, ba_real *
     for (int c = 0; c < C; c++) {
         double xh = (x[c] - m) * s;
         double dxh = (double)dy[c] * w[c];
-        dw[c] += (ba_real)(dy[c] * xh);
-        db[c] += dy[c];
         dx[c] += (ba_real)(s * (dxh - g1 - xh * g2));
+    }
+}
+
+/* dw += dy xhat and db += dy over rows n0..n1 - 1, for columns c0..c1 - 1:
+ * each column summed in row order, whoever computes it. */
+BA_CLONES static void layernorm_cols_backward(ba_real *dw, ba_real *db, const ba_real *dout,
+                                              const ba_real *inp, const ba_real *mean,
+                                              const ba_real *rstd, int N, int C, int c0, int c1)
+{
+    for (int n = 0; n < N; n++) {
+        const ba_real *dy = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        double m = mean[n], s = rstd[n];
+#pragma omp simd
+        for (int c = c0; c < c1; c++) {
+            double xh = (x[c] - m) * s;
+            dw[c] += (ba_real)(dy[c] * xh);
+            db[c] += dy[c];
+        }
     }
 }
 
@@ -121,13 +144,30 @@ void ba_layernorm_forward(ba_real *out, ba_real *mean, ba_real *rstd, const ba_r
         layernorm_row(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, w, b, C);
 }
 
+/* Columns of dw and db per unit of the parameter sums' parallel loop. */
+#define LN_COLS 32
+
 void ba_layernorm_backward(ba_real *dinp, ba_real *dw, ba_real *db, const ba_real *dout,
                            const ba_real *inp, const ba_real *w, const ba_real *mean,
                            const ba_real *rstd, int N, int C)
 {
-    for (int n = 0; n < N; n++)
-        layernorm_row_backward(dinp + (size_t)n * C, dw, db, dout + (size_t)n * C,
-                               inp + (size_t)n * C, w, mean[n], rstd[n], C);
+    /* The rows' dx are independent; the parameters' sums run over the rows
+     * in row order, split by columns, so the bits are one thread's on any
+     * number of threads. */
+    int par = 8.0 * N * C > BA_PAR_MIN_WORK, cols = par ? LN_COLS : C; /* one pass alone */
+    int ncb = (C + cols - 1) / cols;
+#pragma omp parallel if (par)
+    {
+#pragma omp for schedule(static) nowait
+        for (int n = 0; n < N; n++)
+            layernorm_row_backward(dinp + (size_t)n * C, dout + (size_t)n * C,
+                                   inp + (size_t)n * C, w, mean[n], rstd[n], C);
+#pragma omp for schedule(static)
+        for (int k = 0; k < ncb; k++) {
+            int c0 = k * cols, c1 = c0 + cols < C ? c0 + cols : C;
+            layernorm_cols_backward(dw, db, dout, inp, mean, rstd, N, C, c0, c1);
+        }
+    }
 }
 
 /* -------------------------------------------------------------- gelu */
@@ -163,8 +203,11 @@ BA_CLONES static void gelu_forward_range(ba_real *out, const ba_real *inp, size_
     }
 }
 
+/* acc 1: dinp += the gradient; acc 0: dinp = 0 + the gradient, the same
+ * bits as zeroing dinp first (0 + x keeps x, and turns -0 into +0 as the
+ * zeroed buffer did) without the pass that zeroes it. */
 BA_CLONES static void gelu_backward_range(ba_real *dinp, const ba_real *inp,
-                                          const ba_real *dout, size_t n)
+                                          const ba_real *dout, size_t n, int acc)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -172,38 +215,60 @@ BA_CLONES static void gelu_backward_range(ba_real *dinp, const ba_real *inp,
         ba_real e = EXP_NONPOS(z < 0 ? z : -z), r = 1 / (1 + e);
         ba_real s = z < 0 ? e * r : r, ss = e * r * r; /* s, s (1 - s) */
         ba_real dz = (ba_real)(2 * GELU_K) * (1 + (ba_real)(3 * GELU_A) * x * x);
-        dinp[i] += (s + x * ss * dz) * dout[i];
+        dinp[i] = (acc ? dinp[i] : (ba_real)0) + (s + x * ss * dz) * dout[i];
     }
 }
 
 /* Fixed chunks, so a thread count never changes which element is computed
  * how (it could not anyway: each is independent). */
-#define GELU_CHUNK 4096
+#define ELEM_CHUNK 4096
 
 void ba_gelu_forward(ba_real *out, const ba_real *inp, size_t n)
 {
-    size_t nc = (n + GELU_CHUNK - 1) / GELU_CHUNK;
+    size_t nc = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
 #pragma omp parallel for schedule(static) if (8.0 * n > BA_PAR_MIN_WORK)
     for (size_t c = 0; c < nc; c++) {
-        size_t lo = c * GELU_CHUNK, m = n - lo < GELU_CHUNK ? n - lo : GELU_CHUNK;
+        size_t lo = c * ELEM_CHUNK, m = n - lo < ELEM_CHUNK ? n - lo : ELEM_CHUNK;
         gelu_forward_range(out + lo, inp + lo, m);
+    }
+}
+
+static void gelu_backward(ba_real *dinp, const ba_real *inp, const ba_real *dout, size_t n,
+                          int acc)
+{
+    size_t nc = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+#pragma omp parallel for schedule(static) if (10.0 * n > BA_PAR_MIN_WORK)
+    for (size_t c = 0; c < nc; c++) {
+        size_t lo = c * ELEM_CHUNK, m = n - lo < ELEM_CHUNK ? n - lo : ELEM_CHUNK;
+        gelu_backward_range(dinp + lo, inp + lo, dout + lo, m, acc);
     }
 }
 
 void ba_gelu_backward(ba_real *dinp, const ba_real *inp, const ba_real *dout, size_t n)
 {
-    size_t nc = (n + GELU_CHUNK - 1) / GELU_CHUNK;
-#pragma omp parallel for schedule(static) if (10.0 * n > BA_PAR_MIN_WORK)
-    for (size_t c = 0; c < nc; c++) {
-        size_t lo = c * GELU_CHUNK, m = n - lo < GELU_CHUNK ? n - lo : GELU_CHUNK;
-        gelu_backward_range(dinp + lo, inp + lo, dout + lo, m);
-    }
+    gelu_backward(dinp, inp, dout, n, 1);
+}
+
+void ba_gelu_backward_set(ba_real *dinp, const ba_real *inp, const ba_real *dout, size_t n)
+{
+    gelu_backward(dinp, inp, dout, n, 0);
+}
+
+BA_CLONES static void residual_range(ba_real *out, const ba_real *a, const ba_real *b, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
 }
 
 void ba_residual_forward(ba_real *out, const ba_real *a, const ba_real *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+    size_t nc = (n + ELEM_CHUNK - 1) / ELEM_CHUNK;
+#pragma omp parallel for schedule(static) if (n > BA_PAR_MIN_WORK)
+    for (size_t c = 0; c < nc; c++) {
+        size_t lo = c * ELEM_CHUNK, m = n - lo < ELEM_CHUNK ? n - lo : ELEM_CHUNK;
+        residual_range(out + lo, a + lo, b + lo, m);
+    }
 }
 
 /* The attention core is in src/attention_core.h, compiled in both

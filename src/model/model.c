@@ -227,10 +227,11 @@ int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err)
         return ba_fail(err, BA_ERR_ARG, "ba_model_set_sampler: model and sampler are required");
     ba_config c = m->cfg;
     c.sampler = *s;
+    c.band_f32 = s->kind == BA_SAMPLER_EXACT ? c.band_f32 : 0; /* shots run no band engine */
     int rc = ba_config_validate(&c, err);
     if (rc)
         return rc;
-    m->cfg.sampler = *s;
+    m->cfg.sampler = *s, m->cfg.band_f32 = c.band_f32;
     /* The saved activations (and shots) belong to the old sampler. */
     m->has_targets = 0;
     return BA_OK;
@@ -245,6 +246,7 @@ int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int w
     c.engine = e;
     c.approx = approx ? *approx : ba_approx_default();
     c.window = (ba_engine_caps(e) & BA_ENGINE_CAP_WINDOW) ? window : 0;
+    c.band_f32 = ba_config_engine(&c) == BA_ENGINE_BAND ? c.band_f32 : 0; /* the band's own */
     int rc = ba_config_validate(&c, err);
     if (rc)
         return rc;
@@ -753,11 +755,10 @@ int ba_model_backward(ba_model *m, char *err)
         if (c->ffn) {
             ba_real *dfchg = GACT(G_FCHG), *dfch = GACT(G_FCH);
             memset(dfchg, 0, sizeof(ba_real) * N * F);
-            memset(dfch, 0, sizeof(ba_real) * N * F);
             ba_linear_backward(dfchg, GRAD(BA_P_FCPW) + l * F * C, GRAD(BA_P_FCPB) + l * C, dx,
                                ACT(A_FCHG) + l * N * F, PAR(BA_P_FCPW) + l * F * C, (int)N, (int)F,
                                C);
-            ba_gelu_backward(dfch, ACT(A_FCH) + l * N * F, dfchg, N * F);
+            ba_gelu_backward_set(dfch, ACT(A_FCH) + l * N * F, dfchg, N * F); /* no zeroing */
             memset(dln, 0, sizeof(ba_real) * NC);
             ba_linear_backward(dln, GRAD(BA_P_FCW) + l * F * C, GRAD(BA_P_FCB) + l * F, dfch,
                                ACT(A_LN2) + l * NC, PAR(BA_P_FCW) + l * F * C, (int)N, C, (int)F);

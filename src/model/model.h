@@ -85,6 +85,9 @@ void ba_layernorm_backward(ba_real *dinp, ba_real *dw, ba_real *db,
 void ba_gelu_forward(ba_real *out, const ba_real *inp, size_t n);
 void ba_gelu_backward(ba_real *dinp, const ba_real *inp, const ba_real *dout,
                       size_t n);
+/* ba_gelu_backward into a dinp it need not zero first: dinp = the gradient
+ * (bit for bit what zeroing dinp and then accumulating gives). */
+void ba_gelu_backward_set(ba_real *dinp, const ba_real *inp, const ba_real *dout, size_t n);
 
 /* out = a + b elementwise (residual). */
 void ba_residual_forward(ba_real *out, const ba_real *a, const ba_real *b,
@@ -133,6 +136,10 @@ typedef struct {
     /* the caller's stop request, polled between heads and by the engines
      * between queries (NULL: never; ba_model_set_stop) */
     const ba_stop *stop;
+    /* the band engine's window term in float where its range allows
+     * (config band_f32; ba_engine_rows.f32): 0 double. Last, so the
+     * positional initialisers above it keep their meaning */
+    int band_f32;
 } ba_attn_shape;
 
 /* Where the core reads q, k, v and writes its output, in one precision:
@@ -276,5 +283,19 @@ int ba_crossentropy_forward(ba_real *logits, ba_real *probs,
 void ba_crossentropy_backward(ba_real *dlogits, const ba_real *probs,
                               const int *targets, int N, int O, double scale);
 
+
+/* Position encodings (src/model/positions.c, issue 43). ba_alibi_slope:
+ * ALiBi's slope m_h of head h of H (the field of query i, key j gets
+ * -m_h (i - j)). ba_rope_theta:
+ * pair i's frequency base^(-2i/d) for heads of d channels. rotate: rows t0
+ * .. t0+T-1 of B sequences (row stride ld), the first H*d channels of each
+ * row as H heads, each channel pair (2i, 2i+1) turned in place by sign * t
+ * * theta_i (sign +1: the forward; -1: its backward, the inverse). d must
+ * be even (the config's check says so). */
+#define BA_ROPE_BASE 10000.0
+double ba_alibi_slope(int h, int H);
+double ba_rope_theta(int i, int d);
+void ba_rope_rotate_f32(int B, int T, int t0, int H, int d, size_t ld, int sign, float *x);
+void ba_rope_rotate_f64(int B, int T, int t0, int H, int d, size_t ld, int sign, double *x);
 
 #endif

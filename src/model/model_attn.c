@@ -3,7 +3,8 @@
  * (src/model/attention_tiled.c), which keep one log-sum-exp per query row
  * (B,H,T) and no (B,H,T,T) buffer; boltzmann and coupling run the dense
  * core (src/model/attention_core.h), which keeps att and pre (B,H,T,T).
- * The op (src/model/op.c) and sampled attention stay on the dense core.
+ * The op (src/model/op.c) chooses the same way; sampled attention stays
+ * on the dense core.
  * Compiled once per library, in its ba_real. */
 #include "model/model.h"
 
@@ -43,6 +44,7 @@ ba_attn_shape ba_model_attn_shape(const ba_config *c, int B, int T, ba_rng *srng
     as.field_bias = c->field_bias;
     as.approx = c->approx;
     as.window = c->window;
+    as.band_f32 = c->band_f32;
     as.astats = astats;
     as.stop = stop;
     return as;

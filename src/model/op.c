@@ -1,8 +1,12 @@
 /* The public attention op (include/boltzattn_op.h): [B,H,T,d] tensors in
- * float or double through the model's own attention core
- * (src/attention_core.h, compiled in both precisions), addressed by
- * strides, so nothing is packed or copied. The caller's context keeps what
- * the backward needs. */
+ * float or double through the model's own kernels, compiled in both
+ * precisions and addressed by strides, so no input is packed or copied:
+ * softmax and sigmoid run the tiled kernels (src/model/attention_tiled.c),
+ * the Ising variants the dense core (src/model/attention_core.h). The
+ * caller's context keeps what the backward needs: for the tiled variants a
+ * copy of out and the rows' log-sum-exp (linear in T; the backward's
+ * signature does not pass out back), for the dense core att and pre
+ * (B,H,T,T) each. */
 #include "model/model.h"
 
 #include <limits.h>
@@ -13,8 +17,10 @@
 struct ba_attn_op_ctx {
     ba_attn_op_desc desc; /* of the last successful forward */
     int prec;             /* its precision: 32, 64, or 0 without a forward */
-    void *att, *pre;      /* (B,H,T,T) each, in prec */
-    size_t cap;           /* bytes allocated for each of att and pre */
+    /* in prec: dense core att, pre (B,H,T,T) each; tiled: att the
+     * forward's out [B,H,T,d], pre its lse (B,H,T) */
+    void *att, *pre;
+    size_t cap; /* bytes allocated for each of att and pre */
     ba_engine_ctx **ectx; /* (nectx) one per head */
     int nectx;
     ba_approx_stats stats;
@@ -36,6 +42,15 @@ ba_attn_op_desc ba_attn_op_default(int B, int H, int T, int d)
 }
 
 static int is_ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
+
+/* Whether o runs the tiled kernels (softmax and sigmoid). */
+static int is_tiled(const ba_attn_op_desc *o)
+{
+    ba_attn_shape s;
+    memset(&s, 0, sizeof s);
+    s.attn = o->attn;
+    return ba_attn_tiled_supports(&s);
+}
 
 /* The model config an op of o runs like: one layer of the op's attention,
  * so that ba_config_validate gives the engine's limits and the couplings'
@@ -225,8 +240,8 @@ static int forward_check(ba_attn_op_ctx *ctx, const ba_attn_op_desc *o, const vo
         return ba_fail(err, BA_ERR_ARG, "J is NULL: %s attention needs its couplings (%s)",
                        ba_attn_name(o->attn),
                        o->couplings == BA_COUPLINGS_RELATIVE ? "[H, D]" : "[H, T, T]");
-    size_t natt = (size_t)o->B * o->H * o->T * o->T;
-    return ctx_reserve(ctx, natt * elem, o->H, err);
+    size_t n = (size_t)o->B * o->H * o->T * (is_tiled(o) ? (size_t)o->d : (size_t)o->T);
+    return ctx_reserve(ctx, n * elem, o->H, err);
 }
 
 /* Whether the op reads entry i of J. */
@@ -312,7 +327,12 @@ int ba_attn_op_forward_f32(ba_attn_op_ctx *ctx, const ba_attn_op_desc *desc, con
     memset(&io, 0, sizeof io);
     io.q = q, io.k = k, io.v = v, io.out = out;
     BHTD_VIEW(io, desc);
-    rc = ba_attn_core_forward_f32(&s, &io, ctx->att, ctx->pre, J, err);
+    if (is_tiled(desc)) {
+        rc = ba_attn_tiled_forward_f32(&s, &io, ctx->pre, err);
+        if (rc == BA_OK)
+            memcpy(ctx->att, out, sizeof(float) * (size_t)desc->B * desc->H * desc->T * desc->d);
+    } else
+        rc = ba_attn_core_forward_f32(&s, &io, ctx->att, ctx->pre, J, err);
     if (rc == BA_OK)
         ctx->desc = *desc, ctx->prec = 32;
     return rc;
@@ -334,7 +354,12 @@ int ba_attn_op_forward_f64(ba_attn_op_ctx *ctx, const ba_attn_op_desc *desc, con
     memset(&io, 0, sizeof io);
     io.q = q, io.k = k, io.v = v, io.out = out;
     BHTD_VIEW(io, desc);
-    rc = ba_attn_core_forward_f64(&s, &io, ctx->att, ctx->pre, J, err);
+    if (is_tiled(desc)) {
+        rc = ba_attn_tiled_forward_f64(&s, &io, ctx->pre, err);
+        if (rc == BA_OK)
+            memcpy(ctx->att, out, sizeof(double) * (size_t)desc->B * desc->H * desc->T * desc->d);
+    } else
+        rc = ba_attn_core_forward_f64(&s, &io, ctx->att, ctx->pre, J, err);
     if (rc == BA_OK)
         ctx->desc = *desc, ctx->prec = 64;
     return rc;
@@ -392,6 +417,10 @@ int ba_attn_op_backward_f32(ba_attn_op_ctx *ctx, const float *q, const float *k,
     memset(&io, 0, sizeof io);
     io.q = q, io.k = k, io.v = v, io.dout = dout, io.dq = dq, io.dk = dk, io.dv = dv;
     BHTD_VIEW(io, &ctx->desc);
+    if (is_tiled(&ctx->desc)) {
+        io.out = ctx->att; /* the forward's, as the tiled backward reads it */
+        return ba_attn_tiled_backward_f32(&s, &io, ctx->pre, err);
+    }
     return ba_attn_core_backward_f32(&s, &io, is_ising(ctx->desc.attn) ? dJ : NULL, J, ctx->att,
                                      ctx->pre, err);
 }
@@ -409,6 +438,10 @@ int ba_attn_op_backward_f64(ba_attn_op_ctx *ctx, const double *q, const double *
     memset(&io, 0, sizeof io);
     io.q = q, io.k = k, io.v = v, io.dout = dout, io.dq = dq, io.dk = dk, io.dv = dv;
     BHTD_VIEW(io, &ctx->desc);
+    if (is_tiled(&ctx->desc)) {
+        io.out = ctx->att; /* the forward's, as the tiled backward reads it */
+        return ba_attn_tiled_backward_f64(&s, &io, ctx->pre, err);
+    }
     return ba_attn_core_backward_f64(&s, &io, is_ising(ctx->desc.attn) ? dJ : NULL, J, ctx->att,
                                      ctx->pre, err);
 }

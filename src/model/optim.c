@@ -79,6 +79,14 @@ typedef struct {
     double beta1, beta2, eps, lr, clip, wd, bc1, bc2;
 } adamw_coef;
 
+/* The largest |parameter|, |gradient|, |first moment| and second moment
+ * of the block, and whether all are finite with no second moment below
+ * 0: enough to prove an update safe without computing it (below). */
+typedef struct {
+    ba_real p, g, m, v;
+    int ok;
+} adamw_bound;
+
 static inline void adamw_one(const adamw_coef *k, ba_real p, ba_real g, ba_real m, ba_real v,
                              double *np, double *nm, double *nv)
 {
@@ -114,6 +122,95 @@ BA_CLONES static void adamw_apply(const adamw_coef *k, size_t n, ba_real *p, con
         adamw_one(k, p[i], g[i], m[i], v[i], &np, &nm, &nv);
         p[i] = (ba_real)np, m[i] = (ba_real)nm, v[i] = (ba_real)nv;
     }
+}
+
+/* Elements per unit of the update's parallel loop: fixed, so that the
+ * thread count never changes which element is computed how (each is
+ * independent anyway). */
+#define ADAMW_CHUNK 16384
+
+/* adamw_apply over a whole tensor, its chunks shared among the threads
+ * when it is large enough to pay for them. */
+static void adamw_apply_par(const adamw_coef *k, size_t n, ba_real *p, const ba_real *g,
+                            ba_real *m, ba_real *v)
+{
+    size_t nc = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+#pragma omp parallel for schedule(static) if (40.0 * n > BA_PAR_MIN_WORK && nc > 1)
+    for (size_t c = 0; c < nc; c++) {
+        size_t lo = c * ADAMW_CHUNK, len = n - lo < ADAMW_CHUNK ? n - lo : ADAMW_CHUNK;
+        adamw_apply(k, len, p + lo, g + lo, m + lo, v + lo);
+    }
+}
+
+/* The largest magnitudes in n elements of the parameters, gradients and
+ * moments, max-reduced into mx[0..3] (|p|, |g|, |m|, v); *ok becomes 0 when
+ * a value is not finite or a second moment is negative. Maxima are exact
+ * whatever the order, so the loop may be vectorised and split freely. */
+BA_CLONES static void block_maxima(size_t n, const ba_real *p, const ba_real *g,
+                                   const ba_real *m, const ba_real *v, ba_real *mx, int *ok)
+{
+    ba_real a = mx[0], b = mx[1], c = mx[2], d = mx[3];
+    int f = 1;
+#pragma omp simd reduction(max : a, b, c, d) reduction(& : f)
+    for (size_t i = 0; i < n; i++) {
+        ba_real ap = p[i] < 0 ? -p[i] : p[i], ag = g[i] < 0 ? -g[i] : g[i];
+        ba_real am = m[i] < 0 ? -m[i] : m[i];
+        f &= fits_real(ap) & fits_real(ag) & fits_real(am) & fits_real(v[i]) & (v[i] >= 0);
+        a = ap > a ? ap : a, b = ag > b ? ag : b, c = am > c ? am : c, d = v[i] > d ? v[i] : d;
+    }
+    mx[0] = a, mx[1] = b, mx[2] = c, mx[3] = d;
+    *ok &= f;
+}
+
+/* The bound of the whole block (adamw_bound): one parallel pass of
+ * fixed chunks, its maxima combined in chunk order (exact either way). */
+static void adamw_bound_of(ba_model *m, adamw_bound *bd)
+{
+    size_t P = ba_model_num_params(m), nc = (P + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+    const ba_real *p = ba_model_params(m), *g = ba_model_grads(m); // (P)
+    const ba_real *mm = ba_model_adam_m(m), *vv = ba_model_adam_v(m); // (P)
+    ba_real mx[4] = {0, 0, 0, 0};
+    int ok = 1;
+#pragma omp parallel if (4.0 * P > BA_PAR_MIN_WORK && nc > 1)
+    {
+        ba_real t[4] = {0, 0, 0, 0};
+        int tok = 1;
+#pragma omp for schedule(static) nowait
+        for (size_t c = 0; c < nc; c++) {
+            size_t lo = c * ADAMW_CHUNK, len = P - lo < ADAMW_CHUNK ? P - lo : ADAMW_CHUNK;
+            block_maxima(len, p + lo, g + lo, mm + lo, vv + lo, t, &tok);
+        }
+#pragma omp critical(adamw_bound)
+        {
+            for (int q = 0; q < 4; q++)
+                mx[q] = t[q] > mx[q] ? t[q] : mx[q];
+            ok &= tok;
+        }
+    }
+    bd->ok = ok;
+    bd->p = mx[0], bd->g = mx[1], bd->m = mx[2], bd->v = mx[3];
+}
+
+/* 1 when the maxima prove that every updated parameter and moment stays
+ * far inside ba_real's range, so the guard pass can be skipped: with
+ * 0 <= beta <= 1, |g clip| <= G, |m'| <= M + G and 0 <= v' <= V + G^2; the
+ * step m'/bc1 / (sqrt(v'/bc2) + eps) is at most (M + G) / (bc1 eps) since
+ * its denominator is at least eps > 0, so |p'| <= P + |lr| ((M + G) /
+ * (bc1 eps) + |wd| P). The limit 1e30 leaves eight orders of magnitude
+ * below FLT_MAX for the rounding of these sums. A NaN anywhere fails the
+ * comparisons. */
+static int adamw_bound_holds(const ba_adamw *o, double lr, double clip, double bc1, double bc2,
+                             const adamw_bound *bd)
+{
+    const double lim = 1e30;
+    if (!bd || !bd->ok || !(o->beta1 >= 0 && o->beta1 <= 1 && o->beta2 >= 0 && o->beta2 <= 1))
+        return 0;
+    if (!(o->eps > 0 && bc1 > 0 && bc2 > 0 && clip >= 0 && clip <= lim && fabs(lr) <= lim &&
+          fabs(o->weight_decay) <= lim))
+        return 0;
+    double G = (double)bd->g * clip, mb = (double)bd->m + G, vb = (double)bd->v + G * G;
+    double pb = bd->p + fabs(lr) * (mb / bc1 / o->eps + fabs(o->weight_decay) * bd->p);
+    return mb <= lim && vb <= lim && pb <= lim;
 }
 
 /* The refusal of an update: names the first element of the tensor whose
@@ -173,13 +270,18 @@ int ba_model_adamw_update(ba_model *m, const ba_adamw *o, double lr, double clip
     long step = ba_model_step_count(m) + 1;
     double bc1 = 1.0 - pow(o->beta1, (double)step);
     double bc2 = 1.0 - pow(o->beta2, (double)step);
-    /* Two passes: the first only checks that no parameter or moment would
-     * leave the model's range (a huge rate or decay, or a squared gradient
-     * beyond float), so a refused step changes nothing and a non-finite
-     * value can never reach a checkpoint or a saved training state. Both
-     * are vectorised loops; only a refusal walks the tensor again to name
-     * the element. */
-    for (int pass = 0; pass < 2; pass++)
+    /* A refused step must change nothing, so that a non-finite value can
+     * never reach a checkpoint or a saved training state. The guard pass
+     * that proves it (adamw_fits: the whole update computed once more,
+     * division and square root included) cost as much as the update; a
+     * pass of maxima (loads and compares only) proves it in the normal
+     * case instead, and the guard runs only when that bound fails (huge
+     * values, odd settings). Only a refusal walks its tensor again, to name
+     * the element. The update itself is the same in both cases. */
+    adamw_bound bd;
+    adamw_bound_of(m, &bd);
+    int guard = !adamw_bound_holds(o, lr, clip, bc1, bc2, &bd);
+    for (int pass = !guard; pass < 2; pass++)
         for (int t = 0; t < nt; t++) {
             ba_tensor_info info;
             ba_model_tensor(m, t, &info);
@@ -188,7 +290,7 @@ int ba_model_adamw_update(ba_model *m, const ba_adamw *o, double lr, double clip
             const ba_real *gt = g + info.offset;
             adamw_coef k = {o->beta1, o->beta2, o->eps, lr, clip, wd, bc1, bc2};
             if (pass == 1) {
-                adamw_apply(&k, info.size, pt, gt, mt, vt);
+                adamw_apply_par(&k, info.size, pt, gt, mt, vt);
                 continue;
             }
             if (!adamw_fits(&k, info.size, pt, gt, mt, vt))
