@@ -187,7 +187,10 @@ static void print_header(ba_trainer *t, const char *dir)
             "train %s %s T=%d L=%d H=%d C=%d ffn=%s%s%s%s%s: %zu parameters, %d threads, out "
             "%s\n",
             ba_task_name(spec.task), ba_attn_name(cfg->attn), cfg->block_size, cfg->n_layer,
-            cfg->n_head, cfg->n_embd, cfg->ffn ? "on" : "off", cfg->pos_emb ? "" : " pos-emb=none",
+            cfg->n_head, cfg->n_embd, cfg->ffn ? "on" : "off",
+            cfg->pos_emb == BA_POS_LEARNED ? ""
+            : cfg->pos_emb == BA_POS_ROPE  ? " pos-emb=rope"
+                                           : " pos-emb=none",
             form, sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
             threads_in_use(), dir);
     uint64_t ntrain, neval;
@@ -328,7 +331,8 @@ static opt train_opts[64] = {
      "query whose dynamic range float holds (the others in double, as always): 1.5-2.3x on "
      "that term; double: double throughout. Refused where no band engine runs", 0, 0},
     {"pos-emb", "KIND", "learned (none with relative couplings)",
-     "position embeddings: learned or none (a model without them runs at any T: eval --T)",
+     "positions: learned (embeddings), none, or rope (rotary: q and k of each head turned by "
+     "their positions; even head size). A model without learned ones runs at any T: eval --T",
      0, 0},
     SHARED_TRAIN_OPTS,
     {"j-init-std", "X", "0", "std of the initial couplings J (0 = start at sigmoid)", 0, 0},
@@ -578,13 +582,9 @@ static int parse_couplings_opts(const command *c, ba_config *cfg)
      * of the option */
     if (is_set(c, "band") && (rc = get_int(c, "band", 1, BA_MAX_BAND, &cfg->band)))
         return rc;
-    cfg->pos_emb = cfg->couplings == BA_COUPLINGS_RELATIVE ? 0 : 1;
-    if (is_set(c, "pos-emb")) {
-        const char *pe = get_str(c, "pos-emb");
-        if (strcmp(pe, "learned") != 0 && strcmp(pe, "none") != 0)
-            return usage_error(c, "--pos-emb: unknown kind '%s' (expected learned|none)", pe);
-        cfg->pos_emb = strcmp(pe, "learned") == 0;
-    }
+    cfg->pos_emb = cfg->couplings == BA_COUPLINGS_RELATIVE ? BA_POS_NONE : BA_POS_LEARNED;
+    if (is_set(c, "pos-emb") && ba_pos_emb_parse(get_str(c, "pos-emb"), &cfg->pos_emb, err))
+        return usage_error(c, "--pos-emb: %s", err);
     return 0;
 }
 

@@ -7,6 +7,7 @@
  * made then keep their labels and their cells' names. */
 #include "grid.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,13 +26,19 @@ lab_form lab_form_plain(void)
 int lab_form_same(const lab_form *a, const lab_form *b)
 {
     return a->couplings == b->couplings && a->band == b->band &&
-           a->field_bias == b->field_bias && !a->pos_emb == !b->pos_emb;
+           a->field_bias == b->field_bias && a->pos_emb == b->pos_emb;
 }
 
 int lab_form_is_plain(const lab_form *f)
 {
     lab_form p = lab_form_plain();
     return lab_form_same(f, &p) && f->engine < 0;
+}
+
+cJSON *lab_add_pos_emb(cJSON *o, int pos_emb)
+{
+    return pos_emb == BA_POS_ROPE ? cJSON_AddStringToObject(o, "pos_emb", "rope")
+                                  : cJSON_AddBoolToObject(o, "pos_emb", pos_emb);
 }
 
 lab_form lab_form_of(const ba_config *cfg)
@@ -41,7 +48,7 @@ lab_form lab_form_of(const ba_config *cfg)
     f.couplings = cfg->couplings;
     f.band = cfg->band;
     f.field_bias = cfg->field_bias;
-    f.pos_emb = cfg->pos_emb != 0;
+    f.pos_emb = cfg->pos_emb;
     /* an approximate engine is part of what the model learned with: its
      * label says so, as its arm's does (exact engines all agree) */
     f.engine = ba_engine_is_approx(cfg->engine) ? (int)cfg->engine : -1;
@@ -54,7 +61,9 @@ void lab_form_label(ba_attn attn, const lab_form *f, char *buf, size_t n)
     if (f->band > 0)
         snprintf(band, sizeof band, "-W%d", f->band);
     const char *pos = "";
-    if (!f->pos_emb != !lab_form_default_pos(f->couplings))
+    if (f->pos_emb == BA_POS_ROPE)
+        pos = "-rope";
+    else if (f->pos_emb != lab_form_default_pos(f->couplings))
         pos = f->pos_emb ? "-pos" : "-nopos";
     char engine[24] = "";
     if (f->engine >= 0)
@@ -122,9 +131,8 @@ static int parse_part(const char *spec, const char *p, lab_arm *a, unsigned *see
     } else if (strcmp(p, "log-n") == 0) {
         kind = BIAS;
         a->form.field_bias = BA_FIELD_BIAS_LOG_N;
-    } else if (strcmp(p, "pos-emb=learned") == 0 || strcmp(p, "pos-emb=none") == 0) {
+    } else if (strncmp(p, "pos-emb=", 8) == 0 && ba_pos_emb_parse(p + 8, &a->form.pos_emb, NULL) == BA_OK) {
         kind = POS;
-        a->form.pos_emb = strcmp(p, "pos-emb=learned") == 0;
     } else if (strncmp(p, "engine=", 7) == 0) {
         kind = ENGINE;
         ba_engine e;
@@ -138,7 +146,7 @@ static int parse_part(const char *spec, const char *p, lab_arm *a, unsigned *see
     } else {
         return ba_fail(err, BA_ERR_ARG,
                        "'%s': unknown part '%s' (expected relative, absolute, band<W>, log-n, "
-                       "pos-emb=learned, pos-emb=none or engine=NAME)",
+                       "pos-emb=learned, pos-emb=none, pos-emb=rope or engine=NAME)",
                        spec, p);
     }
     if (*seen & kind)

@@ -123,7 +123,7 @@ static int form_fields(cJSON *arm, const lab_form *f)
            (cJSON_AddStringToObject(arm, "couplings", ba_couplings_name(f->couplings)) &&
             cJSON_AddNumberToObject(arm, "band", f->band) &&
             cJSON_AddStringToObject(arm, "field_bias", ba_field_bias_name(f->field_bias)) &&
-            cJSON_AddBoolToObject(arm, "pos_emb", f->pos_emb) &&
+            lab_add_pos_emb(arm, f->pos_emb) &&
             (f->engine < 0 ||
              cJSON_AddStringToObject(arm, "engine", ba_engine_name((ba_engine)f->engine))));
 }
@@ -264,10 +264,12 @@ static int read_form(const cJSON *arm, lab_form *f)
         return -1;
     if (fb && (!cJSON_IsString(fb) || ba_field_bias_parse(fb->valuestring, &f->field_bias, NULL)))
         return -1;
-    if (pe && !cJSON_IsBool(pe))
+    if (pe && !cJSON_IsBool(pe) &&
+        !(cJSON_IsString(pe) && ba_pos_emb_parse(pe->valuestring, &f->pos_emb, NULL) == BA_OK))
         return -1;
     f->band = b ? (int)b->valuedouble : 0;
-    f->pos_emb = pe ? cJSON_IsTrue(pe) : lab_form_default_pos(f->couplings);
+    if (!pe || cJSON_IsBool(pe))
+        f->pos_emb = pe ? cJSON_IsTrue(pe) : lab_form_default_pos(f->couplings);
     return 0;
 }
 

@@ -125,7 +125,7 @@ struct cJSON *lab_eval_head(const lab_run *r)
              cJSON_AddStringToObject(e, "couplings", ba_couplings_name(r->form.couplings)) &&
              cJSON_AddNumberToObject(e, "band", r->form.band) &&
              cJSON_AddStringToObject(e, "field_bias", ba_field_bias_name(r->form.field_bias)) &&
-             cJSON_AddBoolToObject(e, "pos_emb", r->form.pos_emb) &&
+             lab_add_pos_emb(e, r->form.pos_emb) &&
              cJSON_AddNumberToObject(e, "T", r->T) && cJSON_AddNumberToObject(e, "C", r->C) &&
              cJSON_AddNumberToObject(e, "ffn", r->ffn) &&
              cJSON_AddStringToObject(e, "seed", seed) &&

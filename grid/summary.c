@@ -261,7 +261,7 @@ static cJSON *cell_json(const lab_grid *g, const lab_cell *c)
         cJSON_AddStringToObject(o, "couplings", ba_couplings_name(a->form.couplings));
         cJSON_AddNumberToObject(o, "band", a->form.band);
         cJSON_AddStringToObject(o, "field_bias", ba_field_bias_name(a->form.field_bias));
-        cJSON_AddBoolToObject(o, "pos_emb", a->form.pos_emb);
+        lab_add_pos_emb(o, a->form.pos_emb);
     }
     cJSON_AddStringToObject(o, "sampler", ba_sampler_name(a->sampler.kind));
     cJSON_AddNumberToObject(o, "shots", lab_arm_sampled(a) ? a->sampler.shots : 0);

@@ -231,6 +231,12 @@ const char *ba_couplings_name(ba_couplings c);
 int ba_couplings_parse(const char *s, ba_couplings *out, char *err);
 const char *ba_field_bias_name(ba_field_bias b);
 int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err);
+/* Position encodings, ba_config.pos_emb: "none" (0), "learned" (1),
+ * "rope" (2; rotary embeddings of each head's q and k, pairs of channels
+ * turned by t * 10000^(-2i/d), docs/design.md "Positions"). */
+typedef enum { BA_POS_NONE = 0, BA_POS_LEARNED = 1, BA_POS_ROPE = 2 } ba_pos_emb;
+const char *ba_pos_emb_name(int pos_emb);
+int ba_pos_emb_parse(const char *s, int *pos_emb, char *err);
 /* The band engine's precision, ba_config.band_f32: "double" (0) or
  * "float" (1). */
 const char *ba_band_precision_name(int f32);
@@ -424,10 +430,13 @@ struct ba_config {
     int out_size;   /* logits per position: classes of a token head (V for a
                        language model), block_size for a pointer head */
     int ffn;        /* 1: blocks have the MLP, 0: attention only */
-    int pos_emb;    /* 1: learned position embeddings (tensor pos_emb, (T, C));
-                       0: none, the model knows positions only through the
-                       causal mask and relative couplings (needed to run a
-                       model at a longer T than it was trained at) */
+    int pos_emb;    /* ba_pos_emb. BA_POS_LEARNED (1): learned position
+                       embeddings (tensor pos_emb, (T, C)); BA_POS_NONE (0):
+                       none, the model knows positions only through the
+                       causal mask and relative couplings; BA_POS_ROPE (2):
+                       rotary embeddings of q and k (no parameters). All
+                       but learned can run a model at a longer T than it
+                       was trained at */
     /* Ising attention only (boltzmann/coupling): */
     ba_couplings couplings; /* absolute or relative */
     int band;               /* W: couplings of range at most W (J_jk = 0, not a

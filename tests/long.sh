@@ -30,7 +30,10 @@ expect 2 "relative couplings belong to boltzmann and coupling attention; sigmoid
 expect 2 "unknown couplings 'toeplitz'" -- "$BIN" train "${D[@]}" --couplings toeplitz --out "$TMP/x"
 expect 2 "unknown field bias 'logn'" -- "$BIN" train "${D[@]}" --field-bias logn --out "$TMP/x"
 expect 2 "does nothing to softmax attention" -- "$BIN" train "${D[@]}" --attn softmax --field-bias log-n --out "$TMP/x"
-expect 2 "--pos-emb: unknown kind 'rope'" -- "$BIN" train "${D[@]}" --pos-emb rope --out "$TMP/x"
+expect 2 "--pos-emb: unknown position encoding 'rotary' (expected none|learned|rope)" -- \
+    "$BIN" train "${D[@]}" --pos-emb rotary --out "$TMP/x"
+expect 2 "the head size n_embd / n_head = 9 / 3 = 3 must be even" -- \
+    "$BIN" train "${D[@]}" --pos-emb rope --embd 9 --heads 3 --out "$TMP/x"
 expect 2 "unknown engine 'gpu'" -- "$BIN" train "${D[@]}" --engine gpu --out "$TMP/x"
 expect 2 "too large for the band engine without a band" -- \
     "$BIN" train "${D[@]}" --attn boltzmann --engine band --T 18 --out "$TMP/x"
@@ -59,6 +62,14 @@ expect 0 "charlm boltzmann T=8" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensor
 expect 2 "band W = 3 exceeds T - 1 = 1" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 2
 expect 2 "--T: 5000 is out of range" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 5000
 expect 0 "the" -- "$BIN" sample --ckpt "$TMP/rel/model.safetensors" --prompt "the " --len 10
+
+# --- rotary positions (issue 43): recorded, and a rope model runs at a longer T
+expect 0 "" -- "$BIN" train "${D[@]}" --attn softmax --pos-emb rope --T 12 --steps 2 "${TINY[@]}" --out "$TMP/rope"
+grep -Eq "\"pos_emb\":${S}\"rope\"" "$TMP/rope/run.json" && ok || bad "run.json lacks pos_emb rope"
+grep -aq '"pos_emb":{' "$TMP/rope/model.safetensors" && bad "a rope model has a pos_emb tensor" || ok
+expect 0 "charlm softmax T=40" -- "$BIN" eval --ckpt "$TMP/rope/model.safetensors" --data "$TMP/corpus.txt" --T 40
+expect 0 "" -- "$BIN" train "${D[@]}" --attn boltzmann --couplings relative --band 2 --pos-emb rope --T 12 --steps 2 "${TINY[@]}" --out "$TMP/roperel"
+expect 0 "charlm boltzmann T=40" -- "$BIN" eval --ckpt "$TMP/roperel/model.safetensors" --data "$TMP/corpus.txt" --T 40
 
 # --- models that cannot run longer say why (exit 2)
 expect 0 "" -- "$BIN" train "${D[@]}" --attn boltzmann --couplings relative --T 12 --steps 2 "${TINY[@]}" --out "$TMP/relfull"

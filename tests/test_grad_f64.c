@@ -232,7 +232,7 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
                     J[((size_t)h * Tmax + j) * Tmax + k] = js * ba_rng_normal(&r);
     fill_normal(&r, wts, nout, 1.0);
     att_ctx c = {{v->attn, v->engine, B, T, C, H, Tmax, NULL, NULL, NULL, NULL, 0, v->couplings,
-                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL, NULL, 0},
+                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL, NULL, 0, 0},
                  qkv, J, out, att, pre, wts};
     ba_approx_stats st = {0, 0, 0, 0, 0};
     if (ba_engine_is_approx(v->engine))
@@ -533,6 +533,62 @@ static void test_model_long_forms(void **state)
     check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 1, &f);
 }
 
+/* Rotary position embeddings (issue 43) through the whole model: every
+ * variant, and the Ising variants on every engine of the table (fast,
+ * reference, band, mf, tap, bp, hybrid), against central differences. */
+static void test_model_rope(void **state)
+{
+    (void)state;
+    ba_config f = ba_config_default(BA_ATTN_BOLTZMANN, 6);
+    f.pos_emb = BA_POS_ROPE; /* head size 8 / 2 = 4: two pairs */
+    for (int a = 0; a < 4; a++)
+        check_model_cfg(BA_TASK_CHARLM, (ba_attn)a, a % 2, &f); /* auto: fast */
+    f.engine = BA_ENGINE_REFERENCE;
+    check_model_cfg(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 1, &f);
+    f.engine = BA_ENGINE_AUTO, f.couplings = BA_COUPLINGS_RELATIVE, f.band = 2; /* band */
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 1, &f);
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_COUPLING, 0, &f);
+    f.approx = TIGHT, f.band = 0;
+    const ba_engine approx[3] = {BA_ENGINE_MF, BA_ENGINE_TAP, BA_ENGINE_BP};
+    for (int e = 0; e < 3; e++) {
+        f.engine = approx[e];
+        check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 0, &f); /* no FFN: fewer weights */
+    }
+    f.engine = BA_ENGINE_HYBRID, f.window = 2;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 0, &f);
+}
+
+/* Not vacuous: the same weights give another loss with rope than without
+ * positions (the rotation reaches the fields), and rope's model has no
+ * position tensor. */
+static void test_rope_acts(void **state)
+{
+    (void)state;
+    double loss[2];
+    size_t P[2];
+    int in[12], tg[12];
+    for (int i = 0; i < 12; i++)
+        in[i] = (i * 7 + 3) % 5, tg[i] = (i * 3 + 1) % 5;
+    for (int k = 0; k < 2; k++) {
+        ba_config cfg = ba_config_default(BA_ATTN_SOFTMAX, 6);
+        cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 8, cfg.vocab_size = 5, cfg.out_size = 5;
+        cfg.pos_emb = k ? BA_POS_ROPE : BA_POS_NONE;
+        ba_model *m;
+        char err[BA_ERR_LEN];
+        assert_int_equal(ba_model_init(&m, &cfg, err), BA_OK);
+        ba_rng r;
+        ba_rng_seed(&r, 77);
+        randomise(m, &r);
+        P[k] = ba_model_num_params(m);
+        model_ctx c = {m, in, tg, 2, 6};
+        loss[k] = model_loss(&c);
+        ba_model_free(m);
+    }
+    assert_true(P[0] == P[1]);
+    if (!(fabs(loss[0] - loss[1]) > 1e-6))
+        fail_msg("rope did not change the loss: %.17g and %.17g", loss[0], loss[1]);
+}
+
 static void test_model_all_variants(void **state)
 {
     (void)state;
@@ -648,6 +704,8 @@ int main(void)
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_model_all_variants),
         cmocka_unit_test(test_model_long_forms),
+        cmocka_unit_test(test_model_rope),
+        cmocka_unit_test(test_rope_acts),
         cmocka_unit_test(test_sigmoid_is_boltzmann_at_zero_J),
         cmocka_unit_test(test_tiled_stop),
     };

@@ -823,7 +823,10 @@ static void test_config_errors(void **state)
     expect_config("couplings", "\"toeplitz\"", BA_ERR_FORMAT, "unknown couplings 'toeplitz'");
     expect_config("field_bias", "\"log\"", BA_ERR_FORMAT, "unknown field bias 'log'");
     expect_config("band", "\"8\"", BA_ERR_FORMAT, "'band' is a string, expected an integer");
-    expect_config("pos_emb", "0", BA_ERR_FORMAT, "'pos_emb' is a number, expected true or false");
+    expect_config("pos_emb", "0", BA_ERR_FORMAT,
+                  "'pos_emb' is a number, expected true, false or a name (rope)");
+    expect_config("pos_emb", "\"alibi\"", BA_ERR_FORMAT,
+                  "'pos_emb': unknown position encoding 'alibi'");
     expect_config("band", "-1", BA_ERR_ARG, "band W = -1 must not be negative");
     /* the base config is softmax: no couplings to band or make relative */
     expect_config("band", "4", BA_ERR_ARG, "softmax attention has none");

@@ -178,6 +178,47 @@ static void test_alibi_slopes(void **state)
     assert_true(fabs(ba_alibi_slope(2, 3) - pow(2, -2)) < 1e-15); /* 3 heads: 2^-4, 2^-8, 2^-2 */
 }
 
+/* The config's pos_emb through its JSON: rope as "rope", learned and none
+ * as the booleans every file before issue 43 has, an unknown name refused
+ * naming the field. */
+static void test_config_json(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    const int kinds[3] = {BA_POS_NONE, BA_POS_LEARNED, BA_POS_ROPE};
+    const char *written[3] = {"\"pos_emb\":false", "\"pos_emb\":true", "\"pos_emb\":\"rope\""};
+    for (int k = 0; k < 3; k++) {
+        ba_config c = ba_config_default(BA_ATTN_BOLTZMANN, 8), back;
+        c.n_embd = 8, c.n_head = 2, c.vocab_size = 4, c.out_size = 4, c.pos_emb = kinds[k];
+        ba_data_spec spec = ba_data_spec_default(BA_TASK_CHARLM), sback;
+        spec.vocab_size = 4;
+        for (int i = 0; i < 4; i++)
+            spec.vocab[i] = (uint8_t)('a' + i);
+        char *js = ba_config_to_json(&c, &spec);
+        assert_non_null(js);
+        char *flat = malloc(strlen(js) + 1), *o = flat; /* without blanks */
+        assert_non_null(flat);
+        for (const char *p = js; *p; p++)
+            if (*p != ' ' && *p != '\t' && *p != '\n')
+                *o++ = *p;
+        *o = '\0';
+        if (!strstr(flat, written[k]))
+            fail_msg("pos_emb %d: %s not in %s", kinds[k], written[k], flat);
+        if (ba_config_from_json(js, &back, &sback, err))
+            fail_msg("pos_emb %d: %s", kinds[k], err);
+        assert_int_equal(back.pos_emb, kinds[k]);
+        if (k == 2) { /* a name the library does not know */
+            char *bad = strstr(js, "\"rope\"");
+            memcpy(bad, "\"ropf\"", 6);
+            assert_int_equal(ba_config_from_json(js, &back, &sback, err), BA_ERR_FORMAT);
+            assert_non_null(strstr(err, "pos_emb"));
+            assert_non_null(strstr(err, "ropf"));
+        }
+        free(flat);
+        free(js);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_relative),
         cmocka_unit_test(test_backward),
         cmocka_unit_test(test_offset),
+        cmocka_unit_test(test_config_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

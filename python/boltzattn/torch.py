@@ -23,8 +23,26 @@ from torch.autograd.function import once_differentiable
 
 from . import _lib, _op
 
-__all__ = ["boltzmann_attention", "attention", "BoltzmannSelfAttention", "Block",
+__all__ = ["boltzmann_attention", "attention", "rope", "BoltzmannSelfAttention", "Block",
            "BoltzattnModel", "release_memory"]
+
+
+def rope(x, t0=0):
+    """Rotary position embedding of x [..., T, d] (d even), as the library's
+    models apply it to q and k (src/model/positions.c): channels (2i, 2i+1)
+    at position t0 + t turned by (t0 + t) * 10000^(-2i/d). The angles'
+    cosines and sines are formed in float64, then cast to x's dtype.
+    Differentiable; returns a new tensor."""
+    T, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError("rope turns pairs of channels: the last dimension d = %d must be even"
+                         % d)
+    i = torch.arange(d // 2, dtype=torch.float64)
+    theta = torch.pow(torch.tensor(10000.0, dtype=torch.float64), -2.0 * i / d)
+    ang = (t0 + torch.arange(T, dtype=torch.float64)).unsqueeze(1) * theta  # (T, d/2)
+    c, s = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((c * x0 - s * x1, s * x0 + c * x1), dim=-1).flatten(-2)
 
 _PTR = {torch.float32: ctypes.POINTER(ctypes.c_float),
         torch.float64: ctypes.POINTER(ctypes.c_double)}
@@ -195,10 +213,13 @@ class BoltzmannSelfAttention(nn.Module):
 
     def __init__(self, n_embd, n_head, block_size, attn="boltzmann", couplings="absolute",
                  band=None, engine="auto", field_bias=None, j_init_std=0.0, n_layer=1,
-                 approx=None, window=None):
+                 approx=None, window=None, rope=False):
         super().__init__()
         if n_embd % n_head:
             raise ValueError("n_embd = %d is not a multiple of n_head = %d" % (n_embd, n_head))
+        if rope and (n_embd // n_head) % 2:
+            raise ValueError("rope needs an even head size, not %d" % (n_embd // n_head))
+        self.rope = bool(rope)
         _lib.enum_value(_lib.ATTN, "attn", attn)
         _lib.enum_value(_lib.COUPLINGS, "couplings", couplings)
         self.n_embd, self.n_head, self.block_size = n_embd, n_head, block_size
@@ -250,6 +271,8 @@ class BoltzmannSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         H, d = self.n_head, C // self.n_head
         q, k, v = (t.view(B, T, H, d).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d)
+        if self.rope:
+            q, k = rope(q), rope(k)
         J = self.couplings_param()
         band = self.band
         if J is not None:
@@ -311,7 +334,11 @@ class BoltzattnModel(nn.Module):
         C, T, L = c["n_embd"], c["block_size"], c["n_layer"]
         self.pointer = c.get("head", "token") == "pointer"
         self.tok_emb = nn.Parameter(torch.zeros(c["vocab_size"], C))
-        if c.get("pos_emb", True):
+        # pos_emb: true (learned, also when absent), false (none) or "rope"
+        pos = c.get("pos_emb", True)
+        if pos not in (True, False, "rope"):
+            raise ValueError("config pos_emb = %r: expected true, false or \"rope\"" % (pos,))
+        if pos is True:
             self.pos_emb = nn.Parameter(torch.zeros(T, C))
         else:
             self.pos_emb = None
@@ -320,7 +347,7 @@ class BoltzattnModel(nn.Module):
         kw = dict(attn=c["attn"], couplings=c.get("couplings", "absolute"),
                   band=c.get("band", 0) or None, engine=engine,
                   field_bias=c.get("field_bias", "none"), n_layer=L,
-                  j_init_std=c.get("j_init_std", 0.0))
+                  j_init_std=c.get("j_init_std", 0.0), rope=pos == "rope")
         # "band_precision": "float" (the C trainer's float band window
         # term, issue 42) is not read: the op runs the band engine in double,
         # which differs from float by its rounding alone (tests/test_band32.c)

@@ -139,6 +139,17 @@ int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err)
     return rc;
 }
 
+/* ba_config.pos_emb, in ba_pos_emb's order. */
+static const char *const pos_emb_names[3] = {"none", "learned", "rope"};
+const char *ba_pos_emb_name(int pos_emb)
+{
+    return (unsigned)pos_emb < 3 ? pos_emb_names[pos_emb] : "?";
+}
+int ba_pos_emb_parse(const char *s, int *pos_emb, char *err)
+{
+    return parse_name(s, pos_emb_names, 3, pos_emb, "position encoding", err);
+}
+
 /* The band engine's precision (ba_config.band_f32): 0 double, 1 float. */
 static const char *const band_precision_names[2] = {"double", "float"};
 const char *ba_band_precision_name(int f32) { return band_precision_names[f32 != 0]; }

@@ -91,8 +91,9 @@ static int check_couplings(const ba_config *c, int ising, char *err)
         return ba_fail(err, BA_ERR_ARG, "couplings %d is not a known form", (int)c->couplings);
     if ((unsigned)c->field_bias > BA_FIELD_BIAS_LOG_N)
         return ba_fail(err, BA_ERR_ARG, "field_bias %d is not a known bias", (int)c->field_bias);
-    if (c->pos_emb != 0 && c->pos_emb != 1)
-        return ba_fail(err, BA_ERR_ARG, "pos_emb = %d must be 0 or 1", c->pos_emb);
+    if (c->pos_emb < BA_POS_NONE || c->pos_emb > BA_POS_ROPE)
+        return ba_fail(err, BA_ERR_ARG, "pos_emb = %d must be 0 (none), 1 (learned) or 2 (rope)",
+                       c->pos_emb);
     if (c->band < 0)
         return ba_fail(err, BA_ERR_ARG, "band W = %d must not be negative (0: no band)", c->band);
     if (!ising && c->band > 0)
@@ -173,6 +174,11 @@ int ba_config_validate(const ba_config *c, char *err)
     if (c->n_embd % c->n_head != 0)
         return ba_fail(err, BA_ERR_ARG, "n_embd = %d is not divisible by n_head = %d", c->n_embd,
                        c->n_head);
+    if (c->pos_emb == BA_POS_ROPE && (c->n_embd / c->n_head) % 2 != 0)
+        return ba_fail(err, BA_ERR_ARG,
+                       "rope turns pairs of channels: the head size n_embd / n_head = %d / %d = "
+                       "%d must be even",
+                       c->n_embd, c->n_head, c->n_embd / c->n_head);
     if (c->block_size < 1 || c->block_size > BA_MAX_BLOCK)
         return ba_fail(err, BA_ERR_ARG, "block_size (T) = %d is out of range [1, %d]",
                        c->block_size, BA_MAX_BLOCK);
@@ -258,7 +264,7 @@ void ba_param_sizes(const ba_config *c, size_t *sz)
     size_t F = c->ffn ? 4 * C : 0; /* FFN tensors vanish without the FFN */
     size_t ln2 = c->ffn ? C : 0;
     sz[BA_P_TOK] = (size_t)c->vocab_size * C;
-    sz[BA_P_POS] = c->pos_emb ? T * C : 0;
+    sz[BA_P_POS] = c->pos_emb == BA_POS_LEARNED ? T * C : 0;
     sz[BA_P_LN1W] = L * C;
     sz[BA_P_LN1B] = L * C;
     sz[BA_P_QKVW] = L * 3 * C * C;
@@ -397,7 +403,9 @@ static int add_config(cJSON *o, const ba_config *cfg, const ba_data_spec *spec)
              cJSON_AddStringToObject(o, "head", ba_head_name(cfg->head)) &&
              cJSON_AddNumberToObject(o, "out_size", cfg->out_size) &&
              cJSON_AddBoolToObject(o, "ffn", cfg->ffn != 0) &&
-             cJSON_AddBoolToObject(o, "pos_emb", cfg->pos_emb != 0) &&
+             (cfg->pos_emb == BA_POS_ROPE /* true/false as before for the others */
+                  ? cJSON_AddStringToObject(o, "pos_emb", "rope") != NULL
+                  : cJSON_AddBoolToObject(o, "pos_emb", cfg->pos_emb != 0) != NULL) &&
              cJSON_AddStringToObject(o, "couplings", ba_couplings_name(cfg->couplings)) &&
              cJSON_AddNumberToObject(o, "band", cfg->band) &&
              cJSON_AddStringToObject(o, "field_bias", ba_field_bias_name(cfg->field_bias));
@@ -659,11 +667,19 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
         return ba_fail(err, BA_ERR_FORMAT, "config field 'ffn' is %s, expected true or false",
                        ba_json_type(f));
     c->ffn = cJSON_IsTrue(f) ? 1 : 0;
+    /* true (learned; also when absent, as before issue 18), false (none),
+     * or a kind's name ("rope", issue 43) */
     const cJSON *pe = cJSON_GetObjectItemCaseSensitive(o, "pos_emb");
-    if (pe && !cJSON_IsBool(pe))
-        return ba_fail(err, BA_ERR_FORMAT, "config field 'pos_emb' is %s, expected true or false",
+    char why[BA_ERR_LEN];
+    if (pe && cJSON_IsString(pe)) {
+        if (ba_pos_emb_parse(pe->valuestring, &c->pos_emb, why))
+            return ba_fail(err, BA_ERR_FORMAT, "config field 'pos_emb': %s", why);
+    } else if (pe && !cJSON_IsBool(pe))
+        return ba_fail(err, BA_ERR_FORMAT,
+                       "config field 'pos_emb' is %s, expected true, false or a name (rope)",
                        ba_json_type(pe));
-    c->pos_emb = !pe || cJSON_IsTrue(pe) ? 1 : 0;
+    else
+        c->pos_emb = !pe || cJSON_IsTrue(pe) ? BA_POS_LEARNED : BA_POS_NONE;
     if ((rc = cfg_sampler(o, &c->sampler, err)) || (rc = cfg_approx(o, c, err)))
         return rc;
     /* An out-of-range vocab_size is left to ba_config_validate to report;

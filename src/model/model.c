@@ -588,7 +588,8 @@ int ba_model_forward_share(ba_model *m, const int *inputs, const int *targets, i
     const ba_real *tok = PAR(BA_P_TOK), *pos = PAR(BA_P_POS);
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < C; k++)
-            enc[i * C + k] = tok[(size_t)inputs[i] * C + k] + (c->pos_emb ? pos[(i % T) * C + k] : 0);
+            enc[i * C + k] = tok[(size_t)inputs[i] * C + k] +
+                             (c->pos_emb == BA_POS_LEARNED ? pos[(i % T) * C + k] : 0);
 
     ba_attn_shape as = attn_shape(m, B, T, &m->srng, item0);
     size_t JL = m->psize[BA_P_J] / (size_t)L; /* one layer's couplings */
@@ -792,7 +793,7 @@ int ba_model_backward(ba_model *m, char *err)
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < C; k++) {
             dtok[(size_t)m->inputs[i] * C + k] += dx[i * C + k];
-            if (c->pos_emb)
+            if (c->pos_emb == BA_POS_LEARNED)
                 dpos[(i % T) * C + k] += dx[i * C + k];
         }
     return BA_OK;

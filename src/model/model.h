@@ -140,6 +140,10 @@ typedef struct {
      * (config band_f32; ba_engine_rows.f32): 0 double. Last, so the
      * positional initialisers above it keep their meaning */
     int band_f32;
+    /* the model's layer only (ba_model_attn_forward/backward): 1 turns q
+     * and k by their positions first (rotary embeddings, config pos_emb
+     * BA_POS_ROPE); the kernels themselves never read it */
+    int rope;
 } ba_attn_shape;
 
 /* Where the core reads q, k, v and writes its output, in one precision:
@@ -258,12 +262,16 @@ static inline int ba_attention_backward(const ba_attn_shape *s, ba_real *dqkv, b
  * BA_ERR_NUMERIC names the layer. weights: the att (L,B,H,T,T) of a tiled
  * forward of L layers, recomputed from its qkv (L,B,T,3C), out (L,B,T,C)
  * and lse (L,B,H,T) into *att, grown (realloc'd, *cap elements) as needed
- * (for ba_model_attention). */
+ * (for ba_model_attention). With s->rope the forward first turns the q
+ * and k of qkv in place (what the attention and everything after it read),
+ * and the backward turns dqkv's q and k parts back after the attention's
+ * backward, so they must hold zeros on entry (the model zeroes them).
+ */
 int ba_model_attn_tiled(const ba_config *c);
 ba_attn_shape ba_model_attn_shape(const ba_config *c, int B, int T, ba_rng *srng, long item0,
                                   ba_approx_stats *astats, const ba_stop *stop);
 int ba_model_attn_forward(const ba_attn_shape *s, int l, ba_real *out, ba_real *att,
-                          ba_real *pre, const ba_real *qkv, const ba_real *J, char *err);
+                          ba_real *pre, ba_real *qkv, const ba_real *J, char *err);
 int ba_model_attn_backward(const ba_attn_shape *s, int l, ba_real *dqkv, ba_real *dJ,
                            const ba_real *dout, const ba_real *qkv, const ba_real *out,
                            const ba_real *J, const ba_real *att, const ba_real *pre, char *err);

@@ -45,6 +45,7 @@ ba_attn_shape ba_model_attn_shape(const ba_config *c, int B, int T, ba_rng *srng
     as.approx = c->approx;
     as.window = c->window;
     as.band_f32 = c->band_f32;
+    as.rope = c->pos_emb == BA_POS_ROPE;
     as.astats = astats;
     as.stop = stop;
     return as;
@@ -66,10 +67,22 @@ static int stop_check(const ba_attn_shape *s, int l, const char *pass, char *err
                : BA_OK;
 }
 
+/* Rotary embeddings: q and k of packed qkv (B,T,3C) (or their gradients)
+ * turned by sign * their positions' angles. */
+static void rope_qk(const ba_attn_shape *s, int sign, ba_real *qkv)
+{
+    size_t ld = 3 * (size_t)s->C;
+    int d = s->C / s->H;
+    MA(ba_rope_rotate)(s->B, s->T, 0, s->H, d, ld, sign, qkv);
+    MA(ba_rope_rotate)(s->B, s->T, 0, s->H, d, ld, sign, qkv + s->C);
+}
+
 int ba_model_attn_forward(const ba_attn_shape *s, int l, ba_real *out, ba_real *att,
-                          ba_real *pre, const ba_real *qkv, const ba_real *J, char *err)
+                          ba_real *pre, ba_real *qkv, const ba_real *J, char *err)
 {
     // out (B,T,C); tiled: pre (B,H,T) the row log-sum-exp, att unused; else att, pre (B,H,T,T)
+    if (s->rope)
+        rope_qk(s, 1, qkv);
     if (!ba_attn_tiled_supports(s))
         return ba_attention_forward(s, out, att, pre, qkv, J, err);
     int rc = stop_check(s, l, "forward", err);
@@ -94,6 +107,8 @@ int ba_model_attn_backward(const ba_attn_shape *s, int l, ba_real *dqkv, ba_real
         io.dq = dqkv, io.dk = dqkv + C, io.dv = dqkv + 2 * C;
         rc = MA(ba_attn_tiled_backward)(s, &io, pre, err);
     }
+    if (rc == BA_OK && s->rope)
+        rope_qk(s, -1, dqkv);
     if (rc == BA_ERR_NUMERIC) {
         char why[BA_ERR_LEN];
         snprintf(why, sizeof why, "%s", err ? err : "");

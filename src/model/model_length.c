@@ -40,7 +40,7 @@ int ba_model_check_band(const ba_model *m, const char *what, char *err)
 static const char *longer_refusal(const ba_config *c)
 {
     int ising = c->attn == BA_ATTN_BOLTZMANN || c->attn == BA_ATTN_COUPLING;
-    if (c->pos_emb)
+    if (c->pos_emb == BA_POS_LEARNED)
         return "it has learned position embeddings for its T positions only (models without "
                "them: pos_emb false, --pos-emb none)";
     if (ising && c->couplings == BA_COUPLINGS_ABSOLUTE)

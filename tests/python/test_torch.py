@@ -16,7 +16,8 @@ import torch
 
 import boltzattn
 from boltzattn import BoltzattnError
-from boltzattn.torch import BoltzattnModel, BoltzmannSelfAttention, attention, boltzmann_attention
+from boltzattn.torch import (BoltzattnModel, BoltzmannSelfAttention, attention,
+                             boltzmann_attention, rope)
 
 CLI = os.environ.get("BOLTZATTN_CLI")
 torch.manual_seed(0)
@@ -199,6 +200,41 @@ CORPUS = ("First Citizen: Before we proceed any further, hear me speak.\n"
           "All: Speak, speak. You are all resolved rather to die than to famish?\n") * 20
 
 
+class Rope(unittest.TestCase):
+    """boltzattn.torch.rope against complex multiplication in numpy, its
+    relative-position property, its gradient (torch.autograd.gradcheck)
+    and its refusal of an odd d. The C kernel is held to the same twin in
+    tests/test_positions.c, and a --pos-emb rope checkpoint's loss and
+    gradients to the C model's in AgainstCli."""
+
+    def test_values(self):
+        g = torch.Generator().manual_seed(5)
+        x = torch.randn(2, 3, 11, 8, dtype=torch.float64, generator=g)
+        y = rope(x, t0=4).numpy()
+        z = x.numpy()[..., 0::2] + 1j * x.numpy()[..., 1::2]
+        theta = 10000.0 ** (-2.0 * np.arange(4) / 8)
+        z = z * np.exp(1j * np.outer(4 + np.arange(11), theta))
+        self.assertLess(np.abs(y[..., 0::2] - z.real).max(), 1e-13)
+        self.assertLess(np.abs(y[..., 1::2] - z.imag).max(), 1e-13)
+
+    def test_relative(self):
+        g = torch.Generator().manual_seed(6)
+        q, k = torch.randn(2, 16, dtype=torch.float64, generator=g)
+        dots = []
+        for shift in (0, 7, 300):
+            a = rope(q.expand(40, 16), t0=shift)[9]
+            b = rope(k.expand(40, 16), t0=shift)[2]
+            dots.append(float(a @ b))
+        self.assertLess(max(dots) - min(dots), 1e-12)
+
+    def test_gradient_and_refusal(self):
+        x = torch.randn(1, 5, 6, dtype=torch.float64, requires_grad=True)
+        self.assertTrue(torch.autograd.gradcheck(lambda t: rope(t, 2), (x,)))
+        with self.assertRaisesRegex(ValueError, "must be even"):
+            rope(torch.zeros(3, 5))
+
+
+
 @unittest.skipIf(not CLI, "BOLTZATTN_CLI is not set (tests/python.sh sets it)")
 class AgainstCli(unittest.TestCase):
     """A checkpoint trained by `boltzattn train`, loaded here, gives the
@@ -210,6 +246,9 @@ class AgainstCli(unittest.TestCase):
         ("brackets", ["--attn", "boltzmann", "--j-init-std", "0.5", "--no-ffn"]),
         ("charlm", ["--attn", "boltzmann", "--j-init-std", "0.5", "--field-bias", "log-n"]),
         ("charlm", ["--attn", "softmax", "--layers", "2", "--heads", "2"]),
+        ("charlm", ["--attn", "boltzmann", "--couplings", "relative", "--band", "3",
+                    "--j-init-std", "0.5", "--heads", "2", "--pos-emb", "rope"]),
+        ("charlm", ["--attn", "sigmoid", "--pos-emb", "rope", "--heads", "2"]),
     ]
 
     def test_loss_and_gradients(self):
