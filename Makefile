@@ -32,6 +32,8 @@ help:
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
 	@echo "make reproduce PRESET=approx   the approximate engines trained at charlm T = 12, 20 (mf, tap, bp, hybrid)"
+	@echo "make reproduce PRESET=recipe   the field's baseline: nanoGPT's Shakespeare-char CPU recipe (softmax), 3 seeds (~15 min)"
+	@echo "make reproduce PRESET=study OUT=results/study   the decisive study: RoPE/ALiBi arms at T = 256/1024, extrapolation, brackets (many sessions; resumable)"
 	@echo "make samplers-doc  regenerate the training section of docs/samplers.md (no training)"
 	@echo "make approx-doc  regenerate docs/approximate.md from results/approx/accuracy.json (no computing)"
 	@echo "make plan PRESET=full   print a preset's plan (boltzattn-lab plan: the grids reproduce trains)"

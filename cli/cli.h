@@ -178,9 +178,12 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
     {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt",                                 \
      "charlm text file (a regular file of at most 1 GiB)", 0, 0},                            \
     {"kinds", "N", "1", "brackets: bracket kinds", 0, 0},                                    \
-    {"heldout", "N", "2000", "brackets: held-out sequences (1 to 20% of all prefixes)",     \
-     0, 0},                                                                                  \
-    {"data-seed", "N", "1234", "brackets: seed of the held-out set", 0, 0},                  \
+    {"heldout", "N", "2000",                                                                 \
+     "brackets, recall: held-out sequences (1 to 20% of all sequences)", 0, 0},             \
+    {"data-seed", "N", "1234", "brackets, recall: seed of the held-out set", 0, 0},          \
+    {"recall-vocab", "V", "64",                                                              \
+     "recall: vocabulary, even, 4..256 (keys 0..V/2-1, values V/2..V-1)", 0, 0},             \
+    {"pairs", "N", "8", "recall: key-value pairs of the context, 1..V/2 and 4N <= T", 0, 0}, \
     {"engine", "NAME", "auto",                                                               \
      "Ising engine: exact auto (band with --band, else fast)|fast|band|reference, or "      \
      "approximate mf|tap|bp|hybrid (any T; hybrid: exact within --window W, mean field "    \
@@ -212,7 +215,7 @@ typedef struct {
     ba_engine engine;
     ba_approx approx;  /* --damping, --tol, --max-iter */
     int window;        /* --window (or --band under --engine hybrid); 0 unless hybrid */
-    ba_data_spec data; /* kinds, held-out size and seed */
+    ba_data_spec data; /* kinds, recall vocabulary and pairs, held-out size and seed */
 } model_opts;
 int parse_shared_opts(const command *c, ba_task task, ba_engine arm_engine, model_opts *m,
                       ba_train_settings *s);

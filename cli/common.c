@@ -63,8 +63,12 @@ const char *default_data_path(void)
 int open_dataset(const ba_data_spec *spec, int T, const char *path, int use_vocab,
                  ba_dataset **out, char *err)
 {
+    if (spec->task == BA_TASK_RECALL)
+        return ba_dataset_recall(out, T, spec->recall_vocab, spec->pairs, spec->n_heldout,
+                                 spec->data_seed, err);
     if (spec->task == BA_TASK_BRACKETS)
-        return ba_dataset_brackets(out, T, spec->kinds, spec->n_heldout, spec->data_seed, err);
+        return ba_dataset_brackets_capped(out, T, spec->kinds, spec->max_depth, spec->n_heldout,
+                                          spec->data_seed, err);
     if (access(path, R_OK) != 0) {
         snprintf(err, BA_ERR_LEN,
                  "cannot read data file %s (%s); run 'make data' or pass --data PATH", path,
@@ -104,10 +108,10 @@ void print_eval(FILE *f, const char *label, ba_task task, const ba_eval_result *
     else if (task == BA_TASK_CHARLM)
         fprintf(f, "%s: val_loss %.4f  val_ppl %.4f  (%d windows, %ld targets)\n", label,
                 r->loss, r->ppl, r->n_items, r->n_targets);
-    else
-        fprintf(f, "%s: accuracy %.2f %%  (%ld of %ld ')' in %d held-out sequences)  loss %.4f\n",
+    else /* brackets scores each ')', recall each queried value */
+        fprintf(f, "%s: accuracy %.2f %%  (%ld of %ld %s in %d held-out sequences)  loss %.4f\n",
                 label, 100.0 * r->accuracy, lround(r->accuracy * r->n_targets), r->n_targets,
-                r->n_items, r->loss);
+                task == BA_TASK_RECALL ? "queried values" : "')'", r->n_items, r->loss);
 }
 
 int print_exact_skipped(FILE *f, const char *label, const ba_config *cfg)
@@ -438,6 +442,8 @@ int parse_shared_opts(const command *c, ba_task task, ba_engine arm_engine, mode
         (rc = get_int(c, "kinds", 1, 4, &m->data.kinds)) ||
         (rc = get_int(c, "heldout", 1, 1 << 24, &m->data.n_heldout)) ||
         (rc = get_u64(c, "data-seed", &m->data.data_seed)) ||
+        (rc = get_int(c, "recall-vocab", 4, 256, &m->data.recall_vocab)) ||
+        (rc = get_int(c, "pairs", 1, 128, &m->data.pairs)) ||
         (rc = get_int(c, "eval-items", 1, INT_MAX, &s->eval_items)) ||
         (rc = get_int(c, "log-every", 1, INT_MAX, &s->log_every)))
         return rc;

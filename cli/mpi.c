@@ -347,6 +347,7 @@ int mpi_reducer(ba_reducer *r)
 static const char *const key_opts[][2] = {
     {"block_size", "T"}, {"n_embd", "embd"}, {"C", "embd"}, {"n_layer", "layers"},
     {"n_head", "heads"}, {"n_heldout", "heldout"}, {"data_seed", "data-seed"},
+    {"recall_vocab", "recall-vocab"}, {"pairs", "pairs"},
     {"field_bias", "field-bias"}, {"band_precision", "band-precision"},
     {"weight_decay", "weight-decay"},
     {"j_init_std", "j-init-std"}, {"eval_every", "eval-every"}, {"eval_items", "eval-items"},

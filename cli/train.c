@@ -183,24 +183,45 @@ static void print_header(ba_trainer *t, const char *dir)
     if (cfg->band_f32)
         snprintf(form + strlen(form), sizeof form - strlen(form), " band-precision=%s",
                  ba_band_precision_name(cfg->band_f32));
+    char pos[32] = ""; /* learned, the default of most forms, goes unsaid */
+    if (cfg->pos_emb != BA_POS_LEARNED)
+        snprintf(pos, sizeof pos, " pos-emb=%s", ba_pos_emb_name(cfg->pos_emb));
     fprintf(stderr,
             "train %s %s T=%d L=%d H=%d C=%d ffn=%s%s%s%s%s: %zu parameters, %d threads, out "
             "%s\n",
             ba_task_name(spec.task), ba_attn_name(cfg->attn), cfg->block_size, cfg->n_layer,
             cfg->n_head, cfg->n_embd, cfg->ffn ? "on" : "off",
-            cfg->pos_emb == BA_POS_LEARNED ? ""
-            : cfg->pos_emb == BA_POS_ROPE  ? " pos-emb=rope"
-                                           : " pos-emb=none",
-            form, sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
+            pos, form, sampled ? " sampler=" : "", sampled ? sdesc : "", ba_model_num_params(m),
             threads_in_use(), dir);
     uint64_t ntrain, neval;
     const ba_dataset *d = ba_trainer_dataset(t);
     ba_dataset_sizes(d, &ntrain, &neval);
-    if (spec.task == BA_TASK_BRACKETS)
-        fprintf(stderr, "brackets: %llu training prefixes, %llu held out; position-only "
-                        "baseline %.2f %%\n",
-                (unsigned long long)ntrain, (unsigned long long)neval,
+    if (spec.task == BA_TASK_RECALL) {
+        char space[32] = "2^64 or more"; /* the count saturates there */
+        if (ntrain != UINT64_MAX)
+            snprintf(space, sizeof space, "%llu", (unsigned long long)ntrain);
+        fprintf(stderr, "recall: vocabulary %d, %d pairs, %s training sequences, %llu held "
+                        "out; chance %.2f %%\n",
+                spec.recall_vocab, spec.pairs, space, (unsigned long long)neval,
                 100.0 * ba_dataset_position_baseline(d));
+    } else if (spec.task == BA_TASK_BRACKETS) {
+        /* the held-out set's deepest nesting per sequence: the depth a
+         * model must track (about sqrt(T) for one kind uncapped) */
+        double depth_mean;
+        int depth_max;
+        ba_dataset_depth_stats(d, &depth_mean, &depth_max);
+        char cap[32] = "", n[32];
+        if (spec.max_depth > 0)
+            snprintf(cap, sizeof cap, " of depth <= %d", spec.max_depth);
+        if (ntrain == UINT64_MAX)
+            snprintf(n, sizeof n, "2^64 or more");
+        else
+            snprintf(n, sizeof n, "%llu", (unsigned long long)ntrain);
+        fprintf(stderr, "brackets: %s training prefixes%s, %llu held out (deepest nesting: "
+                        "mean %.1f, max %d); position-only baseline %.2f %%\n",
+                n, cap, (unsigned long long)neval, depth_mean, depth_max,
+                100.0 * ba_dataset_position_baseline(d));
+    }
     else
         fprintf(stderr, "charlm: %s, vocabulary %d, %llu train / %llu validation bytes\n",
                 ba_trainer_data_path(t) ? ba_trainer_data_path(t) : "(unnamed)",
@@ -307,14 +328,16 @@ int run_trainer(const command *c, ba_trainer *t, const char *dir, int verbose,
 /* ------------------------------------------------------------- train */
 
 static opt train_opts[64] = {
-    {"task", "charlm|brackets", "brackets", "task to train on", 0, 0},
+    {"task", "charlm|brackets|recall", "brackets",
+     "task to train on (recall: multi-query associative recall, --recall-vocab, --pairs)", 0, 0},
     {"attn", "VARIANT", "boltzmann", "attention: softmax|sigmoid|boltzmann|coupling", 0, 0},
     {"T", "N", "8",
      "block size (context length); boltzmann and coupling: at most " BA_STR(BA_FAST_MAX_SPINS)
      " (fast engine), " BA_STR(BA_REFERENCE_MAX_SPINS) " (reference), " BA_STR(BA_DQA_MAX_SPINS)
      " (sampler direct or dqa), " BA_STR(BA_SAMPLER_MAX_SPINS) " (gibbs, sa), "
      BA_STR(BA_MAX_BLOCK) " with --band (band engine); softmax and sigmoid: "
-     BA_STR(BA_MAX_BLOCK) "; brackets data: at most 64 (41, 32, 27 with 2, 3, 4 --kinds)", 0, 0},
+     BA_STR(BA_MAX_BLOCK) "; brackets data: at most " BA_STR(BA_MAX_BLOCK) " (drawn exactly up "
+     "to 67, 41, 32, 27 with 1-4 --kinds, in double precision beyond)", 0, 0},
     {"embd", "N", "64", "embedding width C (divisible by --heads)", 0, 0},
     {"no-ffn", NULL, NULL, "blocks without the MLP", 0, 0},
     {"couplings", "FORM", "absolute",
@@ -331,10 +354,14 @@ static opt train_opts[64] = {
      "query whose dynamic range float holds (the others in double, as always): 1.5-2.3x on "
      "that term; double: double throughout. Refused where no band engine runs", 0, 0},
     {"pos-emb", "KIND", "learned (none with relative couplings)",
-     "positions: learned (embeddings), none, or rope (rotary: q and k of each head turned by "
-     "their positions; even head size). A model without learned ones runs at any T: eval --T",
+     "positions: learned (embeddings), none, rope (rotary: q and k of each head turned by "
+     "their positions; even head size) or alibi (head h's fields less m_h times the distance, "
+     "every variant). A model without learned ones runs at any T: eval --T",
      0, 0},
     SHARED_TRAIN_OPTS,
+    {"max-depth", "D", "none",
+     "brackets: only prefixes nested at most D deep, drawn uniformly among those (uncapped "
+     "ones reach a depth of about sqrt(T))", 0, 0},
     {"j-init-std", "X", "0", "std of the initial couplings J (0 = start at sigmoid)", 0, 0},
     {"seed", "N", "1", "seed of initialisation and batch order", 0, 0},
     {"out", "DIR", "runs/TASK-ATTN-T<T>[-SAMPLER-S<S>]-s<SEED>", "output directory", 0, 0},
@@ -351,7 +378,8 @@ static opt train_opts[64] = {
     SAMPLER_OPTS("exact"),
     {0, 0, 0, 0, 0, 0},
 };
-static const command train_cmd = {"train", "--task charlm|brackets [options]", train_opts};
+static const command train_cmd = {"train", "--task charlm|brackets|recall [options]",
+                                  train_opts};
 
 static void report_training(const ba_config *cfg, ba_task task, const char *outdir,
                             const ba_train_outcome *res)
@@ -620,8 +648,12 @@ static int train_config(const command *c, ba_task task, const model_opts *mo, ba
     }
     /* what the data will set, so the config can be checked now */
     cfg->head = task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
-    cfg->vocab_size = task == BA_TASK_BRACKETS ? 2 * mo->data.kinds : 1;
-    cfg->out_size = task == BA_TASK_BRACKETS ? T : 1;
+    cfg->vocab_size = task == BA_TASK_BRACKETS ? 2 * mo->data.kinds
+                      : task == BA_TASK_RECALL ? mo->data.recall_vocab
+                                               : 1;
+    cfg->out_size = task == BA_TASK_BRACKETS  ? T
+                    : task == BA_TASK_RECALL ? mo->data.recall_vocab
+                                             : 1;
     if ((rc = ba_config_validate(cfg, err))) {
         int ising = attn == BA_ATTN_BOLTZMANN || attn == BA_ATTN_COUPLING;
         if (rc == BA_ERR_LIMIT && ising && cfg->band == 0 && T > BA_FAST_MAX_SPINS &&
@@ -653,6 +685,14 @@ int cmd_train(int argc, char **argv)
     if ((rc = parse_shared_opts(c, task, BA_ENGINE_AUTO, &mo, &s)) ||
         (rc = get_double(c, "j-init-std", 0, 100, &s.j_init_std)) ||
         (rc = get_u64(c, "seed", &s.seed)) || (rc = train_config(c, task, &mo, &cfg)))
+        return rc;
+    if ((is_set(c, "recall-vocab") || is_set(c, "pairs")) && task != BA_TASK_RECALL)
+        return usage_error(c, "--%s is for --task recall",
+                           is_set(c, "pairs") ? "pairs" : "recall-vocab");
+    if (is_set(c, "max-depth") && task != BA_TASK_BRACKETS)
+        return usage_error(c, "--max-depth is for --task brackets");
+    if (is_set(c, "max-depth") &&
+        (rc = get_int(c, "max-depth", 1, BA_MAX_BLOCK, &mo.data.max_depth)))
         return rc;
     if (is_set(c, "out") && (rc = check_out_dir(c, get_str(c, "out"))))
         return rc;

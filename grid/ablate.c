@@ -27,7 +27,7 @@
 #define STR(x) STR_(x)
 
 static opt ablate_opts[64] = {
-    {"task", "charlm|brackets", NULL, "task (required)", 0, 0},
+    {"task", "charlm|brackets|recall", NULL, "task (required)", 0, 0},
     {"attn", "LIST", "softmax,sigmoid,boltzmann,coupling", "attention variants (plain form)", 0,
      0},
     {"arm", "SPEC", NULL,
@@ -38,9 +38,9 @@ static opt ablate_opts[64] = {
      "sigmoid+log-n, boltzmann+relative+engine=tap; comma-separated "
      "and/or repeated; cells of a form are named by its label (boltzmann-rel-W8)", 0, 0},
     {"T", "LIST", "8",
-     "block sizes, each in 1.." STR(BA_MAX_BLOCK) "; brackets: at most 64 (41, 32, 27 with 2, "
-     "3, 4 --kinds); exact boltzmann/coupling: at most 26 (fast engine) or 20 (reference), any "
-     "with a band (band engine); sampled: at most 24 (direct, dqa) or 64 (gibbs, sa)", 0, 0},
+     "block sizes, each in 1.." STR(BA_MAX_BLOCK) "; brackets: exact draws to 64 (41, 32, 27 with "
+     "2-4 --kinds), double beyond; exact boltzmann/coupling: at most 26 (fast engine) or 20 "
+     "(reference), any with a band; sampled: at most 24 (direct, dqa) or 64 (gibbs, sa)", 0, 0},
     {"embd", "LIST", "64", "model widths C", 0, 0},
     {"seeds", "N", "5", "seeds per cell", 0, 0},
     {"seed0", "N", "1", "first seed (seeds are seed0 .. seed0+N-1)", 0, 0},
@@ -58,9 +58,10 @@ static opt ablate_opts[64] = {
      "samplers of the boltzmann/coupling cells: exact,direct,dqa,gibbs,sa (sampled cells are "
      "named ...-KIND-S<shots>)", 0, 0},
     {"shots", "LIST", NULL, "shots of the sampled cells", 0, 0},
-    {"extrapolate", "T", NULL,
+    {"extrapolate", "LIST", NULL,
      "train nothing: evaluate the finished charlm runs of the grid in DIR (its grid.json) at "
-     "block size T and at their own, into DIR/extrapolation.json (kept entries are not "
+     "each block size T of the list (e.g. 512,1024,2048,4096, in order) and at their own, "
+     "into DIR/extrapolation.json (kept entries are not "
      "redone; runs that cannot run at T are recorded with the reason, runs without their "
      "checkpoint skipped); takes only --out, --extrapolate-items, --batch (default: the "
      "grid's), --data (default: each run's) and --threads", 0, 0},
@@ -68,8 +69,8 @@ static opt ablate_opts[64] = {
      "with --extrapolate: evenly spaced validation windows per evaluation", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
-static const command ablate_cmd = {"ablate", "--task charlm|brackets --out DIR [options]",
-                                   ablate_opts};
+static const command ablate_cmd = {
+    "ablate", "--task charlm|brackets|recall --out DIR [options]", ablate_opts};
 
 /* ------------------------------------------------------ the grid */
 
@@ -263,13 +264,11 @@ static int parse_grid(const command *c, int argc, char **argv, lab_grid *g)
                 if (ba_config_validate(&cfg, err))
                     return usage_error(c, "%s", err);
             }
-    /* Bracket data is generated in a moment: every T's is built now, so a
-     * T it cannot serve, or a held-out set with nothing to score, is
-     * refused before any cell trains (charlm's file is read once, later). */
-    for (int ti = 0; g->task == BA_TASK_BRACKETS && ti < g->nT; ti++) {
+    /* Generated data (brackets, recall): every T's is built now, so a T it cannot serve or
+     * an empty held-out set is refused before any cell trains (charlm's file is read later). */
+    for (int ti = 0; g->task != BA_TASK_CHARLM && ti < g->nT; ti++) {
         ba_dataset *d;
-        if (ba_dataset_brackets(&d, g->T[ti], g->data.kinds, g->data.n_heldout,
-                                g->data.data_seed, err))
+        if (open_dataset(&g->data, g->T[ti], NULL, 0, &d, err))
             return usage_error(c, "--T %d: %s", g->T[ti], err);
         ba_dataset_free(d);
     }
@@ -626,16 +625,21 @@ static int extrapolate_mode(const command *c)
     if (rc)
         return rc;
     const char *dir = get_str(c, "out");
-    int T2, items = 0, B = 0;
+    int T2[LAB_MAX_LIST], nT = 0, items = 0, B = 0;
     if (!dir || !*dir)
         return usage_error(c, "option '--out' is required");
-    if ((rc = get_int(c, "extrapolate", 2, BA_MAX_BLOCK, &T2)) ||
+    if ((rc = get_int_list(c, "extrapolate", 2, BA_MAX_BLOCK, T2, LAB_MAX_LIST, &nT)) ||
         (is_set(c, "extrapolate-items") &&
          (rc = get_int(c, "extrapolate-items", 0, INT_MAX, &items))) ||
         (is_set(c, "batch") && (rc = get_int(c, "batch", 1, 1 << 20, &B))) ||
         (rc = apply_threads(c)))
         return rc;
-    return lab_extrapolate(c, dir, T2, items, B, is_set(c, "data") ? get_str(c, "data") : NULL);
+    /* one length after another, each resumable on its own (entries are
+     * keyed by the length), shortest first as given */
+    const char *data = is_set(c, "data") ? get_str(c, "data") : NULL;
+    for (int i = 0; i < nT && !rc; i++)
+        rc = lab_extrapolate(c, dir, T2[i], items, B, data);
+    return rc;
 }
 
 /* Options given to --summary-only beside --out must be every option the

@@ -37,8 +37,9 @@ int lab_form_is_plain(const lab_form *f)
 
 cJSON *lab_add_pos_emb(cJSON *o, int pos_emb)
 {
-    return pos_emb == BA_POS_ROPE ? cJSON_AddStringToObject(o, "pos_emb", "rope")
-                                  : cJSON_AddBoolToObject(o, "pos_emb", pos_emb);
+    return pos_emb > BA_POS_LEARNED
+               ? cJSON_AddStringToObject(o, "pos_emb", ba_pos_emb_name(pos_emb))
+               : cJSON_AddBoolToObject(o, "pos_emb", pos_emb);
 }
 
 lab_form lab_form_of(const ba_config *cfg)
@@ -63,6 +64,8 @@ void lab_form_label(ba_attn attn, const lab_form *f, char *buf, size_t n)
     const char *pos = "";
     if (f->pos_emb == BA_POS_ROPE)
         pos = "-rope";
+    else if (f->pos_emb == BA_POS_ALIBI)
+        pos = "-alibi";
     else if (f->pos_emb != lab_form_default_pos(f->couplings))
         pos = f->pos_emb ? "-pos" : "-nopos";
     char engine[24] = "";
@@ -146,7 +149,7 @@ static int parse_part(const char *spec, const char *p, lab_arm *a, unsigned *see
     } else {
         return ba_fail(err, BA_ERR_ARG,
                        "'%s': unknown part '%s' (expected relative, absolute, band<W>, log-n, "
-                       "pos-emb=learned, pos-emb=none, pos-emb=rope or engine=NAME)",
+                       "pos-emb=learned, pos-emb=none, pos-emb=rope, pos-emb=alibi or engine=NAME)",
                        spec, p);
     }
     if (*seen & kind)

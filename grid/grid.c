@@ -49,8 +49,12 @@ ba_config lab_cell_config(const lab_grid *g, int arm, int T, int C, int ffn)
         cfg.window = g->window > 0 ? g->window : T - 1 < 8 ? (T > 1 ? T - 1 : 1) : 8;
     cfg.n_embd = C, cfg.ffn = ffn;
     cfg.head = g->task == BA_TASK_BRACKETS ? BA_HEAD_POINTER : BA_HEAD_TOKEN;
-    cfg.vocab_size = g->task == BA_TASK_BRACKETS ? 2 * g->data.kinds : 1;
-    cfg.out_size = g->task == BA_TASK_BRACKETS ? T : 1;
+    cfg.vocab_size = g->task == BA_TASK_BRACKETS ? 2 * g->data.kinds
+                     : g->task == BA_TASK_RECALL ? g->data.recall_vocab
+                                                 : 1;
+    cfg.out_size = g->task == BA_TASK_BRACKETS  ? T
+                   : g->task == BA_TASK_RECALL ? g->data.recall_vocab
+                                               : 1;
     return cfg;
 }
 
@@ -169,6 +173,10 @@ static cJSON *grid_object(const lab_grid *g)
          cJSON_AddNumberToObject(o, "kinds", g->data.kinds) &&
          cJSON_AddNumberToObject(o, "n_heldout", g->data.n_heldout) &&
          cJSON_AddStringToObject(o, "data_seed", dseed);
+    /* only in recall grids, so the others' grid.json stay as they were */
+    if (ok && g->task == BA_TASK_RECALL)
+        ok = cJSON_AddNumberToObject(o, "recall_vocab", g->data.recall_vocab) &&
+             cJSON_AddNumberToObject(o, "pairs", g->data.pairs);
     char *tr = ok ? ba_train_settings_to_json(&g->train, NULL) : NULL;
     cJSON *t = tr ? cJSON_Parse(tr) : NULL;
     free(tr);
@@ -328,8 +336,13 @@ static int grid_from(const cJSON *o, lab_grid *g, const char **bad)
     } ints[] = {{"layers", 1, 64, offsetof(lab_grid, layers)},
                 {"heads", 1, 64, offsetof(lab_grid, heads)},
                 {"kinds", 1, 4, offsetof(lab_grid, data) + offsetof(ba_data_spec, kinds)},
-                {"n_heldout", 0, 1 << 24, offsetof(lab_grid, data) + offsetof(ba_data_spec, n_heldout)}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+                {"n_heldout", 0, 1 << 24, offsetof(lab_grid, data) + offsetof(ba_data_spec, n_heldout)},
+                /* the last two in recall grids only */
+                {"recall_vocab", 4, 256,
+                 offsetof(lab_grid, data) + offsetof(ba_data_spec, recall_vocab)},
+                {"pairs", 1, 128, offsetof(lab_grid, data) + offsetof(ba_data_spec, pairs)}};
+    size_t nints = sizeof ints / sizeof ints[0] - (g->task == BA_TASK_RECALL ? 0 : 2);
+    for (size_t i = 0; i < nints; i++) {
         x = cJSON_GetObjectItemCaseSensitive(o, ints[i].key);
         if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) ||
             x->valuedouble < ints[i].lo || x->valuedouble > ints[i].hi)

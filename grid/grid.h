@@ -50,14 +50,15 @@ typedef struct {
     ba_couplings couplings;
     int band;                 /* W, or 0: no band */
     ba_field_bias field_bias;
-    int pos_emb;              /* ba_pos_emb: 1 learned, 0 none, 2 rope */
+    int pos_emb;              /* ba_pos_emb: 1 learned, 0 none, 2 rope, 3 alibi */
     int engine;               /* -1: the grid's engine; else the arm's own
                                  approximate engine (ba_engine), e.g. a
                                  full-range arm beside banded exact ones */
 } lab_form;
 
 /* o's "pos_emb": true or false for learned and none (as in every file
- * before issue 43), "rope" for rotary embeddings. The member, or NULL. */
+ * before issue 43), the kind's name for rope and alibi. The member, or
+ * NULL. */
 struct cJSON;
 struct cJSON *lab_add_pos_emb(struct cJSON *o, int pos_emb);
 

@@ -26,13 +26,14 @@ static const command plot_cmd = {
     "aggregated .dat files and\n"
     "gnuplot scripts to DIR/plots/ (replacing the .dat and .gp files there) and the\n"
     "figures (PNG, mean ± sd over seeds) to DIR/: ppl_vs_T.png (charlm), acc_vs_T.png\n"
-    "(brackets), width_T<T>.png (when several C), learning_curves.png (the largest T\n"
-    "and C unless chosen; the periodic evaluations as lines, the final one on all\n"
-    "items as a point apart). Without gnuplot only the data and scripts are written.",
+    "(brackets), recall_acc_vs_T.png (recall), width_T<T>.png (when several C),\n"
+    "learning_curves.png (the largest T and C unless chosen; the periodic evaluations\n"
+    "as lines, the final one on all items as a point apart). Without gnuplot only the\n"
+    "data and scripts are written.",
     plot_opts};
 
 /* One (task, variant, T, C, ffn) cell of results.csv, over seeds. The value
- * is in plot units: perplexity (charlm) or accuracy in % (brackets). */
+ * is in plot units: perplexity (charlm) or accuracy in % (brackets, recall). */
 typedef struct {
     ba_task task;
     char variant[64];
@@ -248,9 +249,12 @@ static int figure_vs_T(const command *c, const char *plots, const group *g, int 
         }
     nT = distinct(scratch, nT);
     job *jb = &jobs[(*njobs)++];
-    snprintf(jb->script, sizeof jb->script, "%s_vs_T.gp",
-             task == BA_TASK_CHARLM ? "ppl" : "acc");
-    snprintf(jb->png, sizeof jb->png, "%s_vs_T.png", task == BA_TASK_CHARLM ? "ppl" : "acc");
+    /* recall's accuracy has a file of its own beside brackets' */
+    const char *stem = task == BA_TASK_CHARLM   ? "ppl"
+                       : task == BA_TASK_RECALL ? "recall_acc"
+                                                : "acc";
+    snprintf(jb->script, sizeof jb->script, "%s_vs_T.gp", stem);
+    snprintf(jb->png, sizeof jb->png, "%s_vs_T.png", stem);
     figure fg = {jb->script, jb->png, "", "", "block size T (context length)", 0, 1, 1, "", 1,
                  1, 0};
     snprintf(fg.title, sizeof fg.title, "%s: %s vs T at C=%d", ba_task_name(task),
@@ -425,10 +429,10 @@ static int figure_curves(const command *c, const char *plots, cpoint *pts, int n
     if (np == 0)
         return 0;
     qsort(pts, np, sizeof *pts, cpoint_cmp);
-    panel pn[4];
+    panel pn[6]; /* (task, ffn) */
     int npan = 0;
     long items = 0; /* of the periodic evaluations, over the panels */
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         ba_task task = (ba_task)t;
         int Tsel = 0, Csel = 0, has[2] = {0, 0};
         for (int i = 0; i < np; i++)
@@ -479,7 +483,7 @@ static int write_summary(const command *c, const char *plots, const group *g, in
         return 1;
     FILE *f = o.f;
     fprintf(f, "# every (task, variant, T, C, ffn) of results.csv over seeds; value: "
-               "perplexity (charlm) or accuracy in %% (brackets); sd: sample standard "
+               "perplexity (charlm) or accuracy in %% (brackets, recall); sd: sample standard "
                "deviation\n"
                "# task variant T C ffn n mean sd min max\n");
     for (int i = 0; i < ng; i++)
@@ -588,7 +592,7 @@ static int collect_points(const command *c, const lab_runs *rs, cpoint **pts, in
             q.task = r->task, q.T = r->T, q.C = r->C, q.ffn = r->ffn;
             lab_run_variant(r, q.variant, sizeof q.variant);
             q.step = e->step;
-            q.v = v * (r->task == BA_TASK_BRACKETS ? 100 : 1);
+            q.v = v * (r->task == BA_TASK_CHARLM ? 1 : 100); /* accuracy in % */
             q.final = e->kind == BA_REC_FINAL;
             q.items = e->eval.n_items;
             q.steps = r->steps;
@@ -621,19 +625,20 @@ static void clear_plots(const command *c, const char *plots)
 static int write_plots(const command *c, const char *plots, const group *g, int ng, cpoint *pts,
                        int np, int Treq, int Creq, job *jobs, int *njobs)
 {
-    int maxjobs = 2 * ng + 3, code = write_summary(c, plots, g, ng);
+    int maxjobs = 2 * ng + 4, code = write_summary(c, plots, g, ng);
     int *scratch = malloc(sizeof(int) * (size_t)(ng + 1));
     int *scratch2 = malloc(sizeof(int) * (size_t)(ng + 1));
     if (!scratch || !scratch2)
         code = fail_lib(c, "out of memory", 1);
-    int tasks[2] = {0, 0};
+    int tasks[3] = {0, 0, 0}; /* by ba_task */
     for (int i = 0; i < ng; i++)
         tasks[g[i].task] = 1;
-    for (int t = 0; t < 2 && !code; t++)
+    int several = tasks[0] + tasks[1] + tasks[2] > 1;
+    for (int t = 0; t < 3 && !code; t++)
         if (tasks[t])
             code = figure_vs_T(c, plots, g, ng, (ba_task)t, scratch, jobs, njobs) ||
-                   figures_vs_C(c, plots, g, ng, (ba_task)t, tasks[0] && tasks[1], scratch,
-                                scratch2, jobs, njobs, maxjobs - 3);
+                   figures_vs_C(c, plots, g, ng, (ba_task)t, several, scratch, scratch2, jobs,
+                                njobs, maxjobs - 4);
     int ncurves = 0; /* checked before: > 0 when a T or C was asked for */
     if (!code)
         code = figure_curves(c, plots, pts, np, Treq, Creq, jobs, njobs, &ncurves);
@@ -697,8 +702,8 @@ int cmd_plot(int argc, char **argv)
         code = collect_points(c, &rs, &pts, &np, &nruns);
     if (!code)
         code = check_curves_request(c, dir, pts, np, Treq, Creq);
-    /* at most: 2 vs-T figures, one width figure per (task, T), curves */
-    if (!code && !(jobs = calloc((size_t)(2 * ng + 3), sizeof *jobs)))
+    /* at most: 3 vs-T figures, one width figure per (task, T), curves */
+    if (!code && !(jobs = calloc((size_t)(2 * ng + 4), sizeof *jobs)))
         code = fail_lib(c, "out of memory", 1);
     if (!code && make_dirs(plots, err))
         code = fail_lib(c, err, 1);

@@ -99,7 +99,7 @@ int lab_effect_rows(const lab_cells *cs, lab_effect_row **rows, int *n)
 static void section_table(const lab_cells *cs, int T, int C, int ffn, double *work, FILE *f)
 {
     const lab_grid *g = cs->g;
-    int bt = g->task == BA_TASK_BRACKETS, sm = lab_softmax_arm(g);
+    int bt = g->task != BA_TASK_CHARLM, sm = lab_softmax_arm(g); /* an accuracy */
     /* held-out size beside every bracket accuracy */
     const lab_run *any = NULL;
     for (int i = 0; i < cs->n && !any; i++) {
@@ -108,8 +108,9 @@ static void section_table(const lab_cells *cs, int T, int C, int ffn, double *wo
             any = x->run;
     }
     if (any && bt)
-        fprintf(f, "Held-out set: %d sequences, %ld ')' targets.\n\n", any->info.result.n_items,
-                any->info.result.n_targets);
+        fprintf(f, "Held-out set: %d sequences, %ld %s targets.\n\n", any->info.result.n_items,
+                any->info.result.n_targets,
+                g->task == BA_TASK_RECALL ? "queried-value" : "')'");
     else if (any)
         fprintf(f, "Validation: %d windows, %ld targets.\n\n", any->info.result.n_items,
                 any->info.result.n_targets);
@@ -170,7 +171,7 @@ int lab_summary_section(const lab_cells *cs, int T, int C, int ffn, FILE *f)
 int lab_summary_md(const lab_cells *cs, FILE *f)
 {
     const lab_grid *g = cs->g;
-    int bt = g->task == BA_TASK_BRACKETS, done = 0;
+    int bt = g->task != BA_TASK_CHARLM, done = 0; /* an accuracy */
     for (int i = 0; i < cs->n; i++)
         done += cs->cells[i].run != NULL;
     fprintf(f, "# Ablation summary: %s\n\n", ba_task_name(g->task));

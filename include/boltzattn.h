@@ -137,7 +137,7 @@ typedef enum {
 } ba_attn;
 
 /* The built-in tasks (the data, not the model: see ba_data_spec). */
-typedef enum { BA_TASK_CHARLM = 0, BA_TASK_BRACKETS = 1 } ba_task;
+typedef enum { BA_TASK_CHARLM = 0, BA_TASK_BRACKETS = 1, BA_TASK_RECALL = 2 } ba_task;
 
 /* The model's output head. token: logits over out_size classes at every
  * position (next-token prediction). pointer: position i's logits are over
@@ -233,8 +233,10 @@ const char *ba_field_bias_name(ba_field_bias b);
 int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err);
 /* Position encodings, ba_config.pos_emb: "none" (0), "learned" (1),
  * "rope" (2; rotary embeddings of each head's q and k, pairs of channels
- * turned by t * 10000^(-2i/d), docs/design.md "Positions"). */
-typedef enum { BA_POS_NONE = 0, BA_POS_LEARNED = 1, BA_POS_ROPE = 2 } ba_pos_emb;
+ * turned by t * 10000^(-2i/d)), "alibi" (3; head h's field of key j for
+ * query i gets -m_h (i - j), m_h ALiBi's geometric slopes);
+ * docs/design.md "Positions". */
+typedef enum { BA_POS_NONE = 0, BA_POS_LEARNED = 1, BA_POS_ROPE = 2, BA_POS_ALIBI = 3 } ba_pos_emb;
 const char *ba_pos_emb_name(int pos_emb);
 int ba_pos_emb_parse(const char *s, int *pos_emb, char *err);
 /* The band engine's precision, ba_config.band_f32: "double" (0) or
@@ -473,11 +475,15 @@ typedef struct {
     int vocab_size;     /* charlm: entries of vocab; 0 for brackets */
     uint8_t vocab[256]; /* charlm: token id -> byte */
     int kinds;          /* brackets: bracket kinds (the model's vocab is 2*kinds) */
-    int n_heldout;      /* brackets: requested held-out set size */
-    uint64_t data_seed; /* brackets: seed of the held-out set */
+    int n_heldout;      /* brackets, recall: requested held-out set size */
+    uint64_t data_seed; /* brackets, recall: seed of the held-out set */
+    int recall_vocab;   /* recall: vocabulary V (keys 0..V/2-1, values V/2..V-1) */
+    int pairs;          /* recall: key-value pairs N of the context */
+    int max_depth;      /* brackets: nesting depth cap, 0 = none (uniform over all) */
 } ba_data_spec;
 
-/* Defaults for task: kinds 1, n_heldout 2000, data_seed 1234, no vocab. */
+/* Defaults for task: kinds 1, n_heldout 2000, data_seed 1234, no vocab,
+ * recall_vocab 64, pairs 8. */
 ba_data_spec ba_data_spec_default(ba_task task);
 /* BA_OK when spec is well formed and can feed a model of cfg (the head and
  * the sizes the task needs), else BA_ERR_ARG naming the mismatch. */
@@ -504,25 +510,53 @@ int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
 /* brackets: valid prefixes of length T over `kinds` bracket kinds, drawn
  * uniformly. The held-out set holds min(n_heldout, 20 % of all prefixes)
  * distinct sequences chosen by data_seed; training batches never contain
- * one of them. Token 2k opens kind k, 2k+1 closes it. BA_ERR_ARG for T
- * outside [1, ba_brackets_max_T(kinds)], n_heldout < 1, too few prefixes
- * for a held-out set, or a held-out set without a closing bracket (nothing
- * to score: T = 2 can draw "(("). */
+ * one of them. Token 2k opens kind k, 2k+1 closes it. Where the number of
+ * prefixes fits 64 bits (T <= 67, 41, 32, 27 for 1-4 kinds) the draws are
+ * exactly uniform, from integer counts, and the same as ever; beyond, each
+ * step opens with a probability from a double-precision DP, uniform up to
+ * double rounding (docs/design.md "Brackets"). BA_ERR_ARG for kinds
+ * outside [1, 4], T outside [1, ba_brackets_max_T(kinds)] (4096),
+ * n_heldout < 1, too few prefixes for a held-out set, or a held-out set
+ * without a closing bracket (nothing to score: T = 2 can draw "(("). */
 int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
                         uint64_t data_seed, char *err);
+/* ba_dataset_brackets over the prefixes of nesting depth <= max_depth
+ * only, uniformly (max_depth 0: no cap, the same data as
+ * ba_dataset_brackets). Uncapped prefixes reach a depth of about sqrt(T)
+ * (ba_dataset_depth_stats). BA_ERR_ARG also for max_depth < 0 and for a
+ * cap that leaves fewer than 2 prefixes (max_depth 1 with one kind). */
+int ba_dataset_brackets_capped(ba_dataset **out, int T, int kinds, int max_depth,
+                               int n_heldout, uint64_t data_seed, char *err);
+/* recall: multi-query associative recall (MQAR, Arora et al. 2023) over a
+ * vocabulary of `vocab` tokens, keys 0..vocab/2-1 and values
+ * vocab/2..vocab-1. A sequence of length T starts with `pairs` pairs
+ * "k v" (distinct keys drawn without replacement, values uniform with
+ * replacement); the remaining T - 2*pairs positions are query pairs "k v"
+ * repeating the context's keys, each round a fresh random permutation of
+ * them, cut off at T (when T - 2*pairs is odd the last query is its key
+ * alone). The target at each query key is its value, -1 elsewhere; the
+ * model has a token head over the vocabulary. The held-out set holds
+ * min(n_heldout, 20 % of all sequences, at least 1) distinct sequences
+ * chosen by data_seed; training batches never contain one of them.
+ * BA_ERR_ARG naming the value for vocab odd or outside [4, 256], pairs
+ * outside [1, vocab/2], T outside [4*pairs, BA_MAX_BLOCK] (at least as
+ * many query pairs as context pairs), or n_heldout < 1. */
+int ba_dataset_recall(ba_dataset **out, int T, int vocab, int pairs, int n_heldout,
+                      uint64_t data_seed, char *err);
 void ba_dataset_free(ba_dataset *d);
 
 ba_task ba_dataset_task(const ba_dataset *d);
 int ba_dataset_block_size(const ba_dataset *d);
 int ba_dataset_vocab_size(const ba_dataset *d);
-/* charlm: token id -> byte table (vocab_size entries); NULL for brackets. */
+/* charlm: token id -> byte table (vocab_size entries); NULL for brackets
+ * and recall. */
 const uint8_t *ba_dataset_vocab(const ba_dataset *d);
 /* Sets what the data decides in cfg: block size, vocab_size, head and
- * out_size (token head over the vocabulary for charlm, pointer head for
- * brackets). */
+ * out_size (token head over the vocabulary for charlm and recall, pointer
+ * head for brackets). */
 void ba_config_set_data(ba_config *cfg, const ba_dataset *d);
-/* The data description of d (task, vocabulary, kinds, held-out size and
- * seed) into spec. */
+/* The data description of d (task, vocabulary, kinds, recall vocabulary
+ * and pairs, held-out size and seed) into spec. */
 void ba_dataset_spec(const ba_dataset *d, ba_data_spec *spec);
 
 /* One training batch (B,T) of inputs and targets (-1 = none), drawn with
@@ -536,23 +570,29 @@ void ba_dataset_eval_item(const ba_dataset *d, int idx, int *inputs,
                           int *targets);
 /* Sizes of the splits in bytes (charlm: train and validation) or sequences
  * (brackets: valid prefixes left for training, i.e. all minus the held-out
- * ones, and the held-out count). */
+ * ones, UINT64_MAX for 2^64 or more, and the held-out count; recall: the
+ * same over its sequences). */
 void ba_dataset_sizes(const ba_dataset *d, uint64_t *train, uint64_t *eval);
 /* charlm: the text's size in bytes and its 64-bit FNV-1a hash (of the
  * file's bytes, so any tool can recompute it); training records them, and
- * a resumed run refuses other data. 0 and 0 for brackets, whose data the
- * spec's seed and sizes determine. */
+ * a resumed run refuses other data. 0 and 0 for brackets and recall, whose
+ * data the spec's seed and sizes determine. */
 void ba_dataset_fingerprint(const ba_dataset *d, uint64_t *bytes, uint64_t *hash);
 /* brackets: the best accuracy a predictor using only the position of each
- * ')' can reach on the held-out set; -1 for charlm. */
+ * ')' can reach on the held-out set; recall: chance, 2/V (a uniform guess
+ * among the V/2 values); -1 for charlm. */
 double ba_dataset_position_baseline(const ba_dataset *d);
+/* brackets: the deepest nesting of each held-out sequence, its mean over
+ * the set (*mean_max) and its largest (*max); -1 and -1 for other tasks.
+ * Either pointer may be NULL. */
+void ba_dataset_depth_stats(const ba_dataset *d, double *mean_max, int *max);
 
 /* Number of valid bracket prefixes of length T with `kinds` kinds
  * (saturates at UINT64_MAX). */
 uint64_t ba_brackets_count(int T, int kinds);
-/* The largest T brackets data accepts with kinds kinds (64 for one kind;
- * 41, 32, 27 for 2, 3, 4: their counts must fit 64 bits); 0 for kinds
- * outside [1, 4]. */
+/* The largest T brackets data accepts with kinds kinds: 4096
+ * (BA_MAX_BLOCK) for kinds in [1, 4], 0 outside. (The counts fit 64 bits,
+ * and the draws are exact, up to T = 67, 41, 32, 27 for 1-4 kinds.) */
 int ba_brackets_max_T(int kinds);
 
 /* Encodes a byte string with a charlm vocabulary; BA_ERR_ARG naming the

@@ -78,17 +78,22 @@ typedef struct {
     ba_approx approx;        /* mf, tap, bp, hybrid: damping, tol, max_iter */
     int window;              /* hybrid: its exact window (1..BA_MAX_BAND);
                                 0 for the other engines */
+    int alibi;               /* 1: ALiBi, head h's field of key j for query
+                                i gets -m_h (i - j) (m_h the geometric
+                                slopes of H heads: 2^(-8/H), 2^(-16/H), ...,
+                                interleaved as ALiBi's paper does when H is
+                                not a power of 2); 0: none. Every variant */
 } ba_attn_op_desc;
 
 /* Boltzmann attention over [B,H,T,d]: causal, scale 1/sqrt(d), auto
  * engine, absolute couplings (D 0), no band, no field bias,
- * ba_approx_default(), window 0. */
+ * ba_approx_default(), window 0, no ALiBi. */
 ba_attn_op_desc ba_attn_op_default(int B, int H, int T, int d);
 
 /* BA_OK when desc describes an op the library can run, else the error the
  * forward would return: BA_ERR_ARG naming the field (B, H, T or d below 1,
  * H*d above INT_MAX, B*H*T*T or B*H*T*d beyond what a size_t addresses,
- * causal not 1,
+ * causal not 1, alibi not 0 or 1,
  * a non-finite scale, an unknown attn, engine, couplings or field bias, D
  * out of range, a band outside [0, min(T - 1, BA_MAX_BAND)], a band or
  * relative couplings for softmax or sigmoid, the log-n bias for softmax,
@@ -169,6 +174,17 @@ int ba_attn_op_backward_f64(ba_attn_op_ctx *ctx, const double *q, const double *
  * forwards and backwards run on ctx since it was made or last asked, and
  * zeroed. All zero for the exact engines; zero for NULL. */
 ba_approx_stats ba_attn_op_approx_stats_take(ba_attn_op_ctx *ctx);
+
+/* Rotary position embeddings (RoPE) of [B,H,T,d] q or k, in place: at
+ * position t0 + t each channel pair (2i, 2i+1) of a head turned by the
+ * angle sign * (t0 + t) * 10000^(-2i/d). sign +1 before the op (on q and
+ * k); -1 on the op's dq and dk after its backward (the inverse turn, which
+ * is the rotation's gradient). The model's --pos-emb rope is this with t0
+ * = 0. Returns BA_OK, or BA_ERR_ARG naming the value: x NULL, B, H or T
+ * below 1, B*H or t0 + T above INT_MAX, d odd or below 2, t0 negative,
+ * sign not +1 or -1. */
+int ba_attn_op_rope_f32(int B, int H, int T, int d, int t0, int sign, float *x, char *err);
+int ba_attn_op_rope_f64(int B, int H, int T, int d, int t0, int sign, double *x, char *err);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,8 @@ static const char *const ablate_keys[] = {
     "no_ffn_too", "no_ffn", "steps",  "batch",    "lr",        "eval_every", "eval_items",
     "log_every", "data",  "threads",  "engine",   "layers",    "heads",      "share_from",
     "sampler", "shots",   "sa_sweeps", "warmup",  "weight_decay", "clip",   "window",
-    "damping", "tol",     "max_iter", NULL};
+    "damping", "tol",     "max_iter", "kinds",    "heldout",   "data_seed",  "recall_vocab",
+    "pairs",  NULL};
 static const char *const extrap_keys[] = {"extrapolate", "extrapolate_items", "batch", "data",
                                           "threads", NULL};
 

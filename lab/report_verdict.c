@@ -450,12 +450,18 @@ static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
     const rep_grid *x = vd_grid(k, grid);
     int pk, s;
     double pv;
-    ba_task task = x ? x->g.task : BA_TASK_CHARLM;
+    /* without records the claim's own "task" (optional) names the cell */
+    const char *ctask = vd_str(cl, "task");
+    ba_task task = BA_TASK_CHARLM;
+    if (x)
+        task = x->g.task;
+    else if (!ctask || ba_task_parse(ctask, &task, NULL) != BA_OK)
+        ctask = NULL;
     if (vd_paper(cJSON_GetObjectItemCaseSensitive(cl, "paper"), task, &pk, &pv, &s,
                  &r->paper_text))
         return -1;
-    snprintf(r->cell, sizeof r->cell, "%s, T = %d, C = %d, %s FFN", x ? ba_task_name(task) : "?",
-             T, C, ffn ? "with" : "without");
+    snprintf(r->cell, sizeof r->cell, "%s, T = %d, C = %d, %s FFN",
+             x || ctask ? ba_task_name(task) : "?", T, C, ffn ? "with" : "without");
     r->word = "not yet measured";
     snprintf(r->ours, sizeof r->ours, "no records");
     snprintf(r->settled, sizeof r->settled, "no records");

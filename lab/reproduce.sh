@@ -6,7 +6,7 @@
 # report. Nothing about a preset is written here: lab/presets.json is the
 # one place its grids, settings and budgets live.
 # usage: lab/reproduce.sh PRESET [BIN [LAB]]   (PRESET: quick, full,
-#   converged, samplers, long or approx; BIN: boltzattn, default
+#   converged, samplers, long, approx, recipe or study; BIN: boltzattn, default
 #   build/boltzattn; LAB: boltzattn-lab, default beside BIN)
 #   DATA=PATH   Tiny Shakespeare (default: data/tinyshakespeare.txt, else
 #               ../shared/data/tinyshakespeare.txt)

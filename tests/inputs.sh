@@ -169,16 +169,16 @@ expect 2 "--threads: $((cpus + 1)) is out of range [1, $cpus]" -- \
     "$BIN" eval --ckpt "$M/ckpt_ok_brackets.safetensors" --threads $((cpus + 1))
 # a T beyond every limit is refused with the limits in --help
 check "train --help names the T limits" '"$BIN" train --help | grep -q "at most 26 (fast engine), 20 (reference)"'
-# brackets' limits on T: the message names the limit of the kinds given,
-# and ablate's --T help states them
-expect 2 "brackets T = 65 is out of range [1, 64] with 1 bracket kind" -- \
-    "$BIN" "${BR[@]}" --T 65 --out r_t65
-expect 2 "brackets T = 42 is out of range [1, 41] with 2 bracket kinds" -- \
-    "$BIN" "${BR[@]}" --kinds 2 --T 42 --out r_t42
-expect 2 "brackets T = 65 is out of range [1, 64]" -- \
-    "$BIN" ablate --task brackets --attn softmax --T 8,65 --embd 4 --seeds 1 --steps 1 --out g_t65
+# brackets' limits: T up to the model's 4096 for every kind (exact draws
+# up to 64, 41, 32, 27 for 1-4 kinds, which ablate's --T help states), a
+# depth cap that leaves too few prefixes is refused naming it
+expect 2 "--T: 4097 is out of range [1, 4096]" -- "$BIN" "${BR[@]}" --T 4097 --out r_t65
+expect 2 "T = 65 with 1 kind and max_depth 1 has only 1 valid prefix" -- \
+    "$BIN" "${BR[@]}" --T 65 --max-depth 1 --out r_t65
+expect 2 "--T: 4097 is out of range [1, 4096]" -- \
+    "$BIN" ablate --task brackets --attn softmax --T 8,4097 --embd 4 --seeds 1 --steps 1 --out g_t65
 check "ablate --T help states the limits" \
-    '"$BIN" ablate --help | grep -q "brackets: at most 64 (41, 32, 27 with 2, 3, 4 --kinds)"'
+    '"$BIN" ablate --help | grep -q "brackets: exact draws to 64 (41, 32, 27 with 2-4 --kinds), double beyond"'
 # eval's progress line: on a terminal only
 "$BIN" eval --ckpt lm/model.safetensors --batch 1 >e.out 2>e.err
 check "eval prints no progress line off a terminal" '[ ! -s e.err ] && grep -q "^eval: val_loss" e.out'

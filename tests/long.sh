@@ -30,7 +30,7 @@ expect 2 "relative couplings belong to boltzmann and coupling attention; sigmoid
 expect 2 "unknown couplings 'toeplitz'" -- "$BIN" train "${D[@]}" --couplings toeplitz --out "$TMP/x"
 expect 2 "unknown field bias 'logn'" -- "$BIN" train "${D[@]}" --field-bias logn --out "$TMP/x"
 expect 2 "does nothing to softmax attention" -- "$BIN" train "${D[@]}" --attn softmax --field-bias log-n --out "$TMP/x"
-expect 2 "--pos-emb: unknown position encoding 'rotary' (expected none|learned|rope)" -- \
+expect 2 "--pos-emb: unknown position encoding 'rotary' (expected none|learned|rope|alibi)" -- \
     "$BIN" train "${D[@]}" --pos-emb rotary --out "$TMP/x"
 expect 2 "the head size n_embd / n_head = 9 / 3 = 3 must be even" -- \
     "$BIN" train "${D[@]}" --pos-emb rope --embd 9 --heads 3 --out "$TMP/x"
@@ -70,6 +70,13 @@ grep -aq '"pos_emb":{' "$TMP/rope/model.safetensors" && bad "a rope model has a 
 expect 0 "charlm softmax T=40" -- "$BIN" eval --ckpt "$TMP/rope/model.safetensors" --data "$TMP/corpus.txt" --T 40
 expect 0 "" -- "$BIN" train "${D[@]}" --attn boltzmann --couplings relative --band 2 --pos-emb rope --T 12 --steps 2 "${TINY[@]}" --out "$TMP/roperel"
 expect 0 "charlm boltzmann T=40" -- "$BIN" eval --ckpt "$TMP/roperel/model.safetensors" --data "$TMP/corpus.txt" --T 40
+# --- ALiBi (issue 43): every variant; recorded; runs at a longer T
+expect 0 "" -- "$BIN" train "${D[@]}" --attn sigmoid --field-bias log-n --pos-emb alibi --heads 2 --T 12 --steps 2 "${TINY[@]}" --out "$TMP/alibi"
+grep -Eq "\"pos_emb\":${S}\"alibi\"" "$TMP/alibi/run.json" && ok || bad "run.json lacks pos_emb alibi"
+grep -aq '"pos_emb":{' "$TMP/alibi/model.safetensors" && bad "an alibi model has a pos_emb tensor" || ok
+expect 0 "charlm sigmoid T=40" -- "$BIN" eval --ckpt "$TMP/alibi/model.safetensors" --data "$TMP/corpus.txt" --T 40
+expect 0 "" -- "$BIN" train "${D[@]}" --attn coupling --couplings relative --band 2 --pos-emb alibi --T 12 --steps 2 "${TINY[@]}" --out "$TMP/alibirel"
+expect 0 "charlm coupling T=40" -- "$BIN" eval --ckpt "$TMP/alibirel/model.safetensors" --data "$TMP/corpus.txt" --T 40
 
 # --- models that cannot run longer say why (exit 2)
 expect 0 "" -- "$BIN" train "${D[@]}" --attn boltzmann --couplings relative --T 12 --steps 2 "${TINY[@]}" --out "$TMP/relfull"

@@ -196,7 +196,7 @@ check "plan: the quick preset's grids in order" '[ $? = 0 ] &&
     [ "$(grep -c "^order ablate " "$TMP/plan")" = 2 ] && head -1 "$TMP/plan" | grep -q "^order ablate brackets .*--T 8,12,16 .*--out @OUT/brackets$" &&
     grep -qx "end report" "$TMP/plan"'
 expect 2 "CONV_BR_SEEDS must be an integer of at least 1, not 'x'" -- env CONV_BR_SEEDS=x "$LABBIN" plan converged
-expect 2 "unknown preset 'nope' (quick|full|converged|samplers|long|approx)" -- "$LABBIN" plan nope
+expect 2 "unknown preset 'nope' (quick|full|converged|samplers|long|approx|recipe|study)" -- "$LABBIN" plan nope
 sed 's/"embd": 8, "no_ffn_too"/"emdb": 8, "no_ffn_too"/' "$(dirname "$0")/../lab/presets.json" >"$TMP/bad.json"
 expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- "$LABBIN" plan quick --presets "$TMP/bad.json"
 expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- env BA_PRESETS="$TMP/bad.json" "$LABBIN" report "$O" --preset full

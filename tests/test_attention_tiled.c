@@ -32,11 +32,11 @@ typedef struct {
     int B, H, T, d;
 } tshape;
 
-/* One comparison: which variant, bias, scale, layout. */
+/* One comparison: which variant, bias, scale, layout, ALiBi. */
 typedef struct {
     ba_attn attn;
     ba_field_bias bias;
-    int scale_set, packed;
+    int scale_set, packed, alibi;
 } tcase;
 
 /* The worst relative errors of one run: out, dq, dk, dv, and the weights. */
@@ -53,6 +53,7 @@ static ba_attn_shape shape_of(const tshape *t, const tcase *c)
     s.attn = c->attn, s.engine = BA_ENGINE_REFERENCE;
     s.B = t->B, s.T = t->T, s.C = t->H * t->d, s.H = t->H, s.Tmax = t->T;
     s.field_bias = c->bias;
+    s.alibi = c->alibi;
     return s;
 }
 
@@ -74,18 +75,23 @@ static const tshape SHAPES[] = {
 };
 #define NSHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
 
+/* test_long takes every other case: softmax, sigmoid, softmax with ALiBi
+ * (distances to 4095: a bias of up to 256 on the first head) */
 static const tcase CASES[] = {
-    {BA_ATTN_SOFTMAX, BA_FIELD_BIAS_NONE, 0, 0},
-    {BA_ATTN_SOFTMAX, BA_FIELD_BIAS_LOG_N, 1, 1},
-    {BA_ATTN_SIGMOID, BA_FIELD_BIAS_NONE, 0, 1},
-    {BA_ATTN_SIGMOID, BA_FIELD_BIAS_LOG_N, 1, 0},
+    {BA_ATTN_SOFTMAX, BA_FIELD_BIAS_NONE, 0, 0, 0},
+    {BA_ATTN_SOFTMAX, BA_FIELD_BIAS_LOG_N, 1, 1, 0},
+    {BA_ATTN_SIGMOID, BA_FIELD_BIAS_NONE, 0, 1, 0},
+    {BA_ATTN_SIGMOID, BA_FIELD_BIAS_LOG_N, 1, 0, 0},
+    {BA_ATTN_SOFTMAX, BA_FIELD_BIAS_NONE, 0, 1, 1},
+    {BA_ATTN_SIGMOID, BA_FIELD_BIAS_LOG_N, 1, 0, 1},
 };
 #define NCASES (int)(sizeof CASES / sizeof CASES[0])
 
 static void report(const char *prec, const tshape *t, const tcase *c, const terr *e, double tol)
 {
-    printf("%s %s bias=%d scale=%d packed=%d B=%d H=%d T=%d d=%d:", prec,
-           ba_attn_name(c->attn), (int)c->bias, c->scale_set, c->packed, t->B, t->H, t->T, t->d);
+    printf("%s %s bias=%d scale=%d packed=%d alibi=%d B=%d H=%d T=%d d=%d:", prec,
+           ba_attn_name(c->attn), (int)c->bias, c->scale_set, c->packed, c->alibi, t->B, t->H,
+           t->T, t->d);
     for (int q = 0; q < 5; q++)
         printf(" %s %.2e", NAMES[q], e->e[q]);
     printf("\n");
@@ -133,7 +139,7 @@ static void test_refusals(void **state)
     (void)state;
     char err[256];
     tshape t = {1, 1, 4, 2};
-    tcase c = {BA_ATTN_BOLTZMANN, BA_FIELD_BIAS_NONE, 0, 0};
+    tcase c = {BA_ATTN_BOLTZMANN, BA_FIELD_BIAS_NONE, 0, 0, 0};
     ba_attn_shape s = shape_of(&t, &c);
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], lse[4];
     ba_attn_io_f32 io;

@@ -199,6 +199,7 @@ typedef struct {
     int band, D;
     ba_field_bias bias;
     int window; /* the hybrid engine's */
+    int alibi;  /* ALiBi's distance bias on the fields (issue 43) */
 } att_variant;
 
 /* The approximate engines converged far below the finite differences'
@@ -232,7 +233,7 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
                     J[((size_t)h * Tmax + j) * Tmax + k] = js * ba_rng_normal(&r);
     fill_normal(&r, wts, nout, 1.0);
     att_ctx c = {{v->attn, v->engine, B, T, C, H, Tmax, NULL, NULL, NULL, NULL, 0, v->couplings,
-                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL, NULL, 0, 0},
+                  v->band, v->D, v->bias, {0, 0, 0}, 0, NULL, NULL, 0, 0, v->alibi},
                  qkv, J, out, att, pre, wts};
     ba_approx_stats st = {0, 0, 0, 0, 0};
     if (ba_engine_is_approx(v->engine))
@@ -253,11 +254,11 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
     assert_int_equal(ba_attention_backward(&c.s, dqkv, dJ, wts, qkv, J, att, pre, err), BA_OK);
     numeric_grad(att_loss, &c, qkv, nqkv, nq);
     char what[96];
-    snprintf(what, sizeof what, "%s attention dqkv (T=%d, %s, band %d, %s)",
+    snprintf(what, sizeof what, "%s attention dqkv (T=%d, %s, band %d, %s%s)",
              ba_attn_name(v->attn), T, ba_couplings_name(v->couplings), v->band,
-             ba_field_bias_name(v->bias));
+             ba_field_bias_name(v->bias), v->alibi ? ", alibi" : "");
     expect_close(what, dqkv, nq, nqkv);
-    if (v->attn == BA_ATTN_COUPLING && v->bias == BA_FIELD_BIAS_NONE) {
+    if (v->attn == BA_ATTN_COUPLING && v->bias == BA_FIELD_BIAS_NONE && !v->alibi) {
         /* At h = 0 the Ising distribution is symmetric under flipping every
          * spin, so every marginal is exactly 1/2 whatever J is: the weights
          * are uniform over the visible keys and J gets no gradient (a finite
@@ -299,7 +300,8 @@ static void check_attention_v(const att_variant *v, int T, int Tmax)
 
 static void check_attention(ba_attn attn, int T, int Tmax)
 {
-    att_variant v = {attn, BA_ENGINE_REFERENCE, BA_COUPLINGS_ABSOLUTE, 0, 0, BA_FIELD_BIAS_NONE, 0};
+    att_variant v = {attn, BA_ENGINE_REFERENCE, BA_COUPLINGS_ABSOLUTE, 0, 0, BA_FIELD_BIAS_NONE,
+                     0, 0};
     check_attention_v(&v, T, Tmax);
 }
 
@@ -313,6 +315,25 @@ static void test_attention_boltzmann(void **s)
 }
 static void test_attention_coupling(void **s) { (void)s; check_attention(BA_ATTN_COUPLING, 6, 7); }
 
+/* Short names for the variant tables below. */
+#define R BA_ENGINE_REFERENCE
+#define F BA_ENGINE_FAST
+#define BD BA_ENGINE_BAND
+#define A BA_COUPLINGS_ABSOLUTE
+#define RL BA_COUPLINGS_RELATIVE
+#define N0 BA_FIELD_BIAS_NONE
+#define LN BA_FIELD_BIAS_LOG_N
+#define BZ BA_ATTN_BOLTZMANN
+#define CP BA_ATTN_COUPLING
+
+/* Each variant of vs at T = 7 (absolute couplings: a block of 8, so that
+ * the layer runs shorter than its block). */
+static void check_attention_list(const att_variant *vs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        check_attention_v(&vs[i], 7, vs[i].couplings == RL ? 7 : 8);
+}
+
 /* The long-context forms (spec section 8): a band on absolute couplings,
  * relative couplings (with and without a band), the log-n field bias, on
  * the reference, fast and band engines. Finite differences of the whole
@@ -321,18 +342,14 @@ static void test_attention_coupling(void **s) { (void)s; check_attention(BA_ATTN
 static void test_attention_long_forms(void **s)
 {
     (void)s;
-    const ba_engine R = BA_ENGINE_REFERENCE, F = BA_ENGINE_FAST, BD = BA_ENGINE_BAND;
-    const ba_couplings A = BA_COUPLINGS_ABSOLUTE, RL = BA_COUPLINGS_RELATIVE;
-    const ba_field_bias N0 = BA_FIELD_BIAS_NONE, LN = BA_FIELD_BIAS_LOG_N;
     const att_variant vs[] = {
-        {BA_ATTN_BOLTZMANN, R, A, 2, 0, N0, 0},  {BA_ATTN_BOLTZMANN, BD, A, 2, 0, N0, 0},
-        {BA_ATTN_BOLTZMANN, F, A, 3, 0, N0, 0},  {BA_ATTN_BOLTZMANN, R, RL, 0, 6, N0, 0},
-        {BA_ATTN_BOLTZMANN, BD, RL, 3, 3, N0, 0}, {BA_ATTN_BOLTZMANN, BD, A, 0, 0, N0, 0},
-        {BA_ATTN_BOLTZMANN, BD, RL, 2, 2, LN, 0}, {BA_ATTN_SIGMOID, R, A, 0, 0, LN, 0},
-        {BA_ATTN_COUPLING, BD, RL, 2, 2, LN, 0},  {BA_ATTN_COUPLING, R, A, 3, 0, LN, 0},
+        {BA_ATTN_BOLTZMANN, R, A, 2, 0, N0, 0, 0},  {BA_ATTN_BOLTZMANN, BD, A, 2, 0, N0, 0, 0},
+        {BA_ATTN_BOLTZMANN, F, A, 3, 0, N0, 0, 0},  {BA_ATTN_BOLTZMANN, R, RL, 0, 6, N0, 0, 0},
+        {BA_ATTN_BOLTZMANN, BD, RL, 3, 3, N0, 0, 0}, {BA_ATTN_BOLTZMANN, BD, A, 0, 0, N0, 0, 0},
+        {BA_ATTN_BOLTZMANN, BD, RL, 2, 2, LN, 0, 0}, {BA_ATTN_SIGMOID, R, A, 0, 0, LN, 0, 0},
+        {BA_ATTN_COUPLING, BD, RL, 2, 2, LN, 0, 0},  {BA_ATTN_COUPLING, R, A, 3, 0, LN, 0, 0},
     };
-    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
-        check_attention_v(&vs[i], 7, vs[i].couplings == RL ? 7 : 8);
+    check_attention_list(vs, sizeof vs / sizeof vs[0]);
 }
 
 /* The approximate engines (spec section 8, "Mean-field family") through
@@ -344,19 +361,47 @@ static void test_attention_long_forms(void **s)
 static void test_attention_approx(void **s)
 {
     (void)s;
-    const ba_couplings A = BA_COUPLINGS_ABSOLUTE, RL = BA_COUPLINGS_RELATIVE;
-    const ba_field_bias N0 = BA_FIELD_BIAS_NONE, LN = BA_FIELD_BIAS_LOG_N;
-    const ba_attn BZ = BA_ATTN_BOLTZMANN, CP = BA_ATTN_COUPLING;
     const att_variant vs[] = {
-        {BZ, BA_ENGINE_MF, A, 0, 0, N0, 0},     {BZ, BA_ENGINE_TAP, A, 0, 0, N0, 0},
-        {BZ, BA_ENGINE_BP, A, 0, 0, N0, 0},     {BZ, BA_ENGINE_MF, RL, 0, 6, LN, 0},
-        {BZ, BA_ENGINE_TAP, RL, 2, 2, N0, 0},   {BZ, BA_ENGINE_BP, A, 3, 0, LN, 0},
-        {BZ, BA_ENGINE_HYBRID, A, 0, 0, N0, 2}, {BZ, BA_ENGINE_HYBRID, RL, 0, 6, LN, 1},
-        {CP, BA_ENGINE_MF, RL, 0, 6, LN, 0},    {CP, BA_ENGINE_HYBRID, A, 0, 0, LN, 2},
+        {BZ, BA_ENGINE_MF, A, 0, 0, N0, 0, 0},     {BZ, BA_ENGINE_TAP, A, 0, 0, N0, 0, 0},
+        {BZ, BA_ENGINE_BP, A, 0, 0, N0, 0, 0},     {BZ, BA_ENGINE_MF, RL, 0, 6, LN, 0, 0},
+        {BZ, BA_ENGINE_TAP, RL, 2, 2, N0, 0, 0},   {BZ, BA_ENGINE_BP, A, 3, 0, LN, 0, 0},
+        {BZ, BA_ENGINE_HYBRID, A, 0, 0, N0, 2, 0}, {BZ, BA_ENGINE_HYBRID, RL, 0, 6, LN, 1, 0},
+        {CP, BA_ENGINE_MF, RL, 0, 6, LN, 0, 0},    {CP, BA_ENGINE_HYBRID, A, 0, 0, LN, 2, 0},
     };
-    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
-        check_attention_v(&vs[i], 7, vs[i].couplings == RL ? 7 : 8);
+    check_attention_list(vs, sizeof vs / sizeof vs[0]);
 }
+
+/* ALiBi (issue 43) through the layer: every variant, the Ising ones on
+ * every engine of the table (reference, fast, band, mf, tap, bp, hybrid),
+ * absolute and relative couplings, with and without the log-n bias. The
+ * bias is a constant of the fields, so the gradients' form is unchanged;
+ * what this checks is that the forward and every backward (the engines'
+ * and the tiled kernels' recomputed fields) see the same biased fields.
+ * Coupling attention gets fields from ALiBi alone, so its J now moves. */
+static void test_attention_alibi(void **s)
+{
+    (void)s;
+    const att_variant vs[] = {
+        {BA_ATTN_SOFTMAX, R, A, 0, 0, N0, 0, 1}, {BA_ATTN_SIGMOID, R, A, 0, 0, N0, 0, 1},
+        {BA_ATTN_SIGMOID, R, A, 0, 0, LN, 0, 1}, {BZ, R, A, 0, 0, N0, 0, 1},
+        {BZ, F, A, 3, 0, LN, 0, 1},              {BZ, BD, RL, 2, 2, N0, 0, 1},
+        {BZ, BD, A, 0, 0, LN, 0, 1},             {CP, R, A, 0, 0, N0, 0, 1},
+        {CP, BD, RL, 2, 2, LN, 0, 1},            {BZ, BA_ENGINE_MF, RL, 0, 6, N0, 0, 1},
+        {BZ, BA_ENGINE_TAP, A, 0, 0, LN, 0, 1},  {BZ, BA_ENGINE_BP, A, 3, 0, N0, 0, 1},
+        {BZ, BA_ENGINE_HYBRID, A, 0, 0, N0, 2, 1}, {CP, BA_ENGINE_HYBRID, RL, 0, 6, N0, 1, 1},
+    };
+    check_attention_list(vs, sizeof vs / sizeof vs[0]);
+}
+
+#undef R
+#undef F
+#undef BD
+#undef A
+#undef RL
+#undef N0
+#undef LN
+#undef BZ
+#undef CP
 
 /* ------------------------------------------------------ cross-entropy */
 
@@ -489,7 +534,8 @@ static void check_model_cfg(ba_task task, ba_attn attn, int ffn, const ba_config
         char what[160];
         snprintf(what, sizeof what, "%s %s ffn=%d: %s", ba_task_name(task), ba_attn_name(attn),
                  ffn, ti.name);
-        if (attn == BA_ATTN_COUPLING && strstr(ti.name, "attn.J")) {
+        if (attn == BA_ATTN_COUPLING && strstr(ti.name, "attn.J") &&
+            cfg.field_bias == BA_FIELD_BIAS_NONE && cfg.pos_emb != BA_POS_ALIBI) {
             /* exactly zero by symmetry, see check_attention */
             for (size_t i = 0; i < ti.size; i++)
                 assert_true(fabs(analytic[ti.offset + i]) < 1e-12);
@@ -556,6 +602,68 @@ static void test_model_rope(void **state)
     }
     f.engine = BA_ENGINE_HYBRID, f.window = 2;
     check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 0, &f);
+}
+
+/* ALiBi (issue 43) through the whole model, as rope above: every variant
+ * (coupling's J now has a gradient: ALiBi gives it fields), the Ising
+ * variants on every engine of the table. */
+static void test_model_alibi(void **state)
+{
+    (void)state;
+    ba_config f = ba_config_default(BA_ATTN_BOLTZMANN, 6);
+    f.pos_emb = BA_POS_ALIBI;
+    for (int a = 0; a < 4; a++)
+        check_model_cfg(BA_TASK_CHARLM, (ba_attn)a, a % 2, &f); /* auto: fast */
+    f.engine = BA_ENGINE_REFERENCE, f.field_bias = BA_FIELD_BIAS_LOG_N;
+    check_model_cfg(BA_TASK_BRACKETS, BA_ATTN_BOLTZMANN, 1, &f);
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_SIGMOID, 0, &f);
+    f.engine = BA_ENGINE_AUTO, f.couplings = BA_COUPLINGS_RELATIVE, f.band = 2; /* band */
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 1, &f);
+    f.field_bias = BA_FIELD_BIAS_NONE;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_COUPLING, 0, &f);
+    f.approx = TIGHT, f.band = 0;
+    const ba_engine approx[3] = {BA_ENGINE_MF, BA_ENGINE_TAP, BA_ENGINE_BP};
+    for (int e = 0; e < 3; e++) {
+        f.engine = approx[e];
+        check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 0, &f);
+    }
+    f.engine = BA_ENGINE_HYBRID, f.window = 2;
+    check_model_cfg(BA_TASK_CHARLM, BA_ATTN_BOLTZMANN, 0, &f);
+}
+
+/* ALiBi's fields are the plain ones less m_h (i - j), to the last bit of
+ * the double sum: ba_model_fields of the same weights with and without
+ * it, for each head (slopes 2^-4 and 2^-8 of two heads). And the loss
+ * moves, so the checks above are not vacuous. */
+static void test_alibi_fields(void **state)
+{
+    (void)state;
+    int in[12], tg[12];
+    for (int i = 0; i < 12; i++)
+        in[i] = (i * 7 + 3) % 5, tg[i] = (i * 3 + 1) % 5;
+    double h[2][2][6], loss[2];
+    for (int k = 0; k < 2; k++) {
+        ba_config cfg = ba_config_default(BA_ATTN_BOLTZMANN, 6);
+        cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 8, cfg.vocab_size = 5, cfg.out_size = 5;
+        cfg.pos_emb = k ? BA_POS_ALIBI : BA_POS_NONE;
+        ba_model *m;
+        char err[BA_ERR_LEN];
+        assert_int_equal(ba_model_init(&m, &cfg, err), BA_OK);
+        ba_rng r;
+        ba_rng_seed(&r, 78);
+        randomise(m, &r);
+        model_ctx c = {m, in, tg, 2, 6};
+        loss[k] = model_loss(&c);
+        for (int hd = 0; hd < 2; hd++)
+            assert_int_equal(ba_model_fields(m, 0, hd, 1, 5, h[k][hd], err), BA_OK);
+        ba_model_free(m);
+    }
+    const double slope[2] = {0.0625, 0.00390625};
+    for (int hd = 0; hd < 2; hd++)
+        for (int j = 0; j <= 5; j++)
+            assert_true(h[1][hd][j] == h[0][hd][j] - slope[hd] * (5 - j));
+    if (!(fabs(loss[0] - loss[1]) > 1e-6))
+        fail_msg("alibi did not change the loss: %.17g and %.17g", loss[0], loss[1]);
 }
 
 /* Not vacuous: the same weights give another loss with rope than without
@@ -706,6 +814,9 @@ int main(void)
         cmocka_unit_test(test_model_long_forms),
         cmocka_unit_test(test_model_rope),
         cmocka_unit_test(test_rope_acts),
+        cmocka_unit_test(test_attention_alibi),
+        cmocka_unit_test(test_model_alibi),
+        cmocka_unit_test(test_alibi_fields),
         cmocka_unit_test(test_sigmoid_is_boltzmann_at_zero_J),
         cmocka_unit_test(test_tiled_stop),
     };

@@ -658,6 +658,15 @@ static void test_config_roundtrip(void **state)
     assert_int_equal(from_json(j, &r, err), BA_OK);
     assert_full_equal(&c, &r);
     free(j);
+    /* ALiBi (issue 43): by its name, and back */
+    c.c.pos_emb = BA_POS_ALIBI;
+    j = to_json(&c);
+    assert_non_null(j);
+    assert_non_null(strstr(j, "\"pos_emb\":\"alibi\""));
+    memset(&r, 0x5a, sizeof r);
+    assert_int_equal(from_json(j, &r, err), BA_OK);
+    assert_full_equal(&c, &r);
+    free(j);
     c = charlm_config();
 
     full_config b;
@@ -824,9 +833,11 @@ static void test_config_errors(void **state)
     expect_config("field_bias", "\"log\"", BA_ERR_FORMAT, "unknown field bias 'log'");
     expect_config("band", "\"8\"", BA_ERR_FORMAT, "'band' is a string, expected an integer");
     expect_config("pos_emb", "0", BA_ERR_FORMAT,
-                  "'pos_emb' is a number, expected true, false or a name (rope)");
-    expect_config("pos_emb", "\"alibi\"", BA_ERR_FORMAT,
-                  "'pos_emb': unknown position encoding 'alibi'");
+                  "'pos_emb' is a number, expected true, false or a name (rope, alibi)");
+    expect_config("pos_emb", "\"xpos\"", BA_ERR_FORMAT,
+                  "'pos_emb': unknown position encoding 'xpos'");
+    assert_int_equal(config_with("pos_emb", "\"alibi\"", err, &r), BA_OK);
+    assert_int_equal(r.c.pos_emb, BA_POS_ALIBI);
     expect_config("band", "-1", BA_ERR_ARG, "band W = -1 must not be negative");
     /* the base config is softmax: no couplings to band or make relative */
     expect_config("band", "4", BA_ERR_ARG, "softmax attention has none");

@@ -33,26 +33,34 @@ typedef struct {
     ba_couplings couplings;
     int D, band, window;
     ba_field_bias bias;
+    int alibi;
 } variant;
 
 static const variant VARIANTS[] = {
-    {"softmax", BA_ATTN_SOFTMAX, BA_ENGINE_AUTO, 0, 0, 0, 0, 0},
-    {"sigmoid log-n", BA_ATTN_SIGMOID, BA_ENGINE_AUTO, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N},
-    {"boltzmann reference", BA_ATTN_BOLTZMANN, BA_ENGINE_REFERENCE, 0, 0, 0, 0, 0},
-    {"boltzmann fast", BA_ATTN_BOLTZMANN, BA_ENGINE_FAST, 0, 0, 0, 0, 0},
-    {"boltzmann auto log-n", BA_ATTN_BOLTZMANN, BA_ENGINE_AUTO, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N},
-    {"boltzmann band W=2", BA_ATTN_BOLTZMANN, BA_ENGINE_BAND, 0, 0, 2, 0, 0},
-    {"boltzmann band full", BA_ATTN_BOLTZMANN, BA_ENGINE_BAND, 0, 0, 0, 0, 0},
+    {"softmax", BA_ATTN_SOFTMAX, BA_ENGINE_AUTO, 0, 0, 0, 0, 0, 0},
+    {"sigmoid log-n", BA_ATTN_SIGMOID, BA_ENGINE_AUTO, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N, 0},
+    {"boltzmann reference", BA_ATTN_BOLTZMANN, BA_ENGINE_REFERENCE, 0, 0, 0, 0, 0, 0},
+    {"boltzmann fast", BA_ATTN_BOLTZMANN, BA_ENGINE_FAST, 0, 0, 0, 0, 0, 0},
+    {"boltzmann auto log-n", BA_ATTN_BOLTZMANN, BA_ENGINE_AUTO, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N, 0},
+    {"boltzmann band W=2", BA_ATTN_BOLTZMANN, BA_ENGINE_BAND, 0, 0, 2, 0, 0, 0},
+    {"boltzmann band full", BA_ATTN_BOLTZMANN, BA_ENGINE_BAND, 0, 0, 0, 0, 0, 0},
     {"boltzmann relative D=3", BA_ATTN_BOLTZMANN, BA_ENGINE_FAST, BA_COUPLINGS_RELATIVE, 3, 0, 0,
-     0},
+     0, 0},
     {"boltzmann relative band W=2 D=2", BA_ATTN_BOLTZMANN, BA_ENGINE_AUTO, BA_COUPLINGS_RELATIVE,
-     2, 2, 0, BA_FIELD_BIAS_LOG_N},
-    {"boltzmann mf", BA_ATTN_BOLTZMANN, BA_ENGINE_MF, 0, 0, 0, 0, 0},
-    {"boltzmann mf relative", BA_ATTN_BOLTZMANN, BA_ENGINE_MF, BA_COUPLINGS_RELATIVE, 4, 0, 0, 0},
-    {"boltzmann tap", BA_ATTN_BOLTZMANN, BA_ENGINE_TAP, 0, 0, 0, 0, 0},
-    {"boltzmann bp", BA_ATTN_BOLTZMANN, BA_ENGINE_BP, 0, 0, 0, 0, 0},
-    {"boltzmann hybrid W=2", BA_ATTN_BOLTZMANN, BA_ENGINE_HYBRID, 0, 0, 0, 2, 0},
-    {"coupling log-n", BA_ATTN_COUPLING, BA_ENGINE_FAST, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N},
+     2, 2, 0, BA_FIELD_BIAS_LOG_N, 0},
+    {"boltzmann mf", BA_ATTN_BOLTZMANN, BA_ENGINE_MF, 0, 0, 0, 0, 0, 0},
+    {"boltzmann mf relative", BA_ATTN_BOLTZMANN, BA_ENGINE_MF, BA_COUPLINGS_RELATIVE, 4, 0, 0, 0, 0},
+    {"boltzmann tap", BA_ATTN_BOLTZMANN, BA_ENGINE_TAP, 0, 0, 0, 0, 0, 0},
+    {"boltzmann bp", BA_ATTN_BOLTZMANN, BA_ENGINE_BP, 0, 0, 0, 0, 0, 0},
+    {"boltzmann hybrid W=2", BA_ATTN_BOLTZMANN, BA_ENGINE_HYBRID, 0, 0, 0, 2, 0, 0},
+    {"coupling log-n", BA_ATTN_COUPLING, BA_ENGINE_FAST, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N, 0},
+    {"softmax alibi", BA_ATTN_SOFTMAX, BA_ENGINE_AUTO, 0, 0, 0, 0, 0, 1},
+    {"sigmoid log-n alibi", BA_ATTN_SIGMOID, BA_ENGINE_AUTO, 0, 0, 0, 0, BA_FIELD_BIAS_LOG_N, 1},
+    {"boltzmann fast alibi", BA_ATTN_BOLTZMANN, BA_ENGINE_FAST, 0, 0, 0, 0, 0, 1},
+    {"boltzmann relative band W=2 D=2 alibi", BA_ATTN_BOLTZMANN, BA_ENGINE_AUTO,
+     BA_COUPLINGS_RELATIVE, 2, 2, 0, 0, 1},
+    {"boltzmann hybrid W=2 alibi", BA_ATTN_BOLTZMANN, BA_ENGINE_HYBRID, 0, 0, 0, 2, 0, 1},
+    {"coupling alibi", BA_ATTN_COUPLING, BA_ENGINE_FAST, 0, 0, 0, 0, 0, 1},
 };
 #define NVARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
 
@@ -65,6 +73,7 @@ static ba_attn_op_desc desc_of(const variant *v, int B, int H, int T, int d)
     ba_attn_op_desc o = ba_attn_op_default(B, H, T, d);
     o.attn = v->attn, o.engine = v->engine, o.couplings = v->couplings;
     o.D = v->D, o.band = v->band, o.window = v->window, o.field_bias = v->bias;
+    o.alibi = v->alibi;
     if (ba_engine_is_approx(v->engine))
         o.approx = TIGHT;
     return o;
@@ -136,7 +145,7 @@ static ba_attn_shape model_shape(const ba_attn_op_desc *o)
     s.attn = o->attn, s.engine = ba_config_engine(&c);
     s.B = o->B, s.T = o->T, s.C = o->H * o->d, s.H = o->H, s.Tmax = o->T;
     s.couplings = o->couplings, s.band = o->band, s.D = o->D, s.field_bias = o->field_bias;
-    s.approx = o->approx, s.window = o->window;
+    s.approx = o->approx, s.window = o->window, s.alibi = o->alibi;
     return s;
 }
 
@@ -528,6 +537,8 @@ static void test_bad_desc(void **state)
     EXPECT_ERR(ba_attn_op_check(&o, err), BA_ERR_ARG, "overflow");
     o = o0, o.H = 1 << 16, o.d = 1 << 16;
     EXPECT_ERR(ba_attn_op_check(&o, err), BA_ERR_ARG, "H = 65536 times d = 65536");
+    o = o0, o.alibi = 2;
+    EXPECT_ERR(ba_attn_op_check(&o, err), BA_ERR_ARG, "alibi = 2");
     o = o0, o.causal = 0;
     EXPECT_ERR(ba_attn_op_check(&o, err), BA_ERR_ARG, "causal = 0");
     o = o0, o.scale = NAN;
@@ -668,12 +679,57 @@ static void test_bad_pointers(void **state)
     ba_attn_op_ctx_free(ctx);
 }
 
+/* ------------------------------------------------------------ rope */
+
+/* The public rotary kernel on [B,H,T,d]: the model's kernel on the same
+ * rows (bit for bit), its inverse (sign -1) undoing it, the relative
+ * property (q_m . k_n depends on m - n only: the same dot at offsets t0 and
+ * t0 + 100), float against double, and its refusals naming the value. */
+static void test_rope(void **state)
+{
+    (void)state;
+    enum { B = 2, H = 3, T = 5, d = 6, N = B * H * T * d };
+    double x[N], y[N], z[N], w[N];
+    float xf[N];
+    ba_rng r;
+    ba_rng_seed(&r, 43);
+    for (int i = 0; i < N; i++)
+        x[i] = ba_rng_normal(&r), xf[i] = (float)x[i];
+    char err[BA_ERR_LEN];
+    memcpy(y, x, sizeof x);
+    assert_int_equal(ba_attn_op_rope_f64(B, H, T, d, 3, 1, y, err), BA_OK);
+    memcpy(z, x, sizeof x); /* the model's kernel: B*H sequences of one head */
+    ba_rope_rotate_f64(B * H, T, 3, 1, d, d, 1, z);
+    assert_memory_equal(y, z, sizeof y);
+    assert_int_equal(ba_attn_op_rope_f32(B, H, T, d, 3, 1, xf, err), BA_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(fabs(xf[i] - y[i]) <= 1e-6 * (1 + fabs(y[i])));
+    assert_int_equal(ba_attn_op_rope_f64(B, H, T, d, 3, -1, y, err), BA_OK);
+    for (int i = 0; i < N; i++)
+        assert_true(fabs(y[i] - x[i]) < 1e-14);
+    /* rows 0 and 4 of head 0 as q and k, turned at offsets 0 and 100 */
+    memcpy(z, x, sizeof x), memcpy(w, x, sizeof x);
+    ba_attn_op_rope_f64(1, 1, T, d, 0, 1, z, err);
+    ba_attn_op_rope_f64(1, 1, T, d, 100, 1, w, err);
+    double d0 = 0, d1 = 0, plain = 0;
+    for (int c = 0; c < d; c++)
+        d0 += z[4 * d + c] * z[c], d1 += w[4 * d + c] * w[c], plain += x[4 * d + c] * x[c];
+    assert_true(fabs(d0 - d1) < 1e-12);
+    assert_true(fabs(d0 - plain) > 1e-3); /* and the rotation did something */
+    EXPECT_ERR(ba_attn_op_rope_f64(B, H, T, 5, 0, 1, y, err), BA_ERR_ARG, "d = 5");
+    EXPECT_ERR(ba_attn_op_rope_f64(B, H, T, d, -1, 1, y, err), BA_ERR_ARG, "t0 = -1");
+    EXPECT_ERR(ba_attn_op_rope_f64(B, H, T, d, 0, 2, y, err), BA_ERR_ARG, "sign = 2");
+    EXPECT_ERR(ba_attn_op_rope_f64(0, H, T, d, 0, 1, y, err), BA_ERR_ARG, "B = 0");
+    EXPECT_ERR(ba_attn_op_rope_f32(B, H, T, d, 0, 1, NULL, err), BA_ERR_ARG, "x is NULL");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_vs_op),      cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_f32_vs_f64),       cmocka_unit_test(test_contexts),
         cmocka_unit_test(test_bad_desc),         cmocka_unit_test(test_bad_pointers),
+        cmocka_unit_test(test_rope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

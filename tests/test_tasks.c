@@ -147,32 +147,27 @@ static void test_brackets_args(void **state)
     assert_int_equal(ba_dataset_brackets(&d, 0, 1, 10, 1, err), BA_ERR_ARG);
     assert_null(d);
     assert_non_null(strstr(err, "= 0"));
-    assert_int_equal(ba_dataset_brackets(&d, 65, 1, 10, 1, err), BA_ERR_ARG);
-    assert_non_null(strstr(err, "T = 65 is out of range [1, 64] with 1 bracket kind"));
+    /* T is limited by the model's longest block only, for every kind */
+    assert_int_equal(ba_dataset_brackets(&d, 4097, 1, 10, 1, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "T = 4097 is out of range [1, 4096]"));
     assert_int_equal(ba_dataset_brackets(&d, 8, 0, 10, 1, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "kinds = 0"));
     assert_int_equal(ba_dataset_brackets(&d, 8, 5, 10, 1, err), BA_ERR_ARG);
     assert_int_equal(ba_dataset_brackets(&d, 8, 1, -3, 1, err), BA_ERR_ARG);
     assert_non_null(strstr(err, "-3"));
-    /* 4 kinds at T = 40 overflows 64 bits; the message names the limit of
-     * the kinds given */
-    assert_int_equal(ba_dataset_brackets(&d, 40, 4, 10, 1, err), BA_ERR_ARG);
-    assert_non_null(strstr(err, "T = 40 is out of range [1, 27] with 4 bracket kinds"));
-    /* the limits are where the counts stop fitting 64 bits (one kind: the
-     * fixed stack of 64) */
-    static const int max_T[5] = {0, 64, 41, 32, 27};
+    /* the exact sampler's limits, where the counts stop fitting 64 bits
+     * (one kind: 67; 64 was the old fixed stack), and the task's */
+    static const int exact_T[5] = {0, 67, 41, 32, 27};
     for (int k = 1; k <= 4; k++) {
-        assert_int_equal(ba_brackets_max_T(k), max_T[k]);
-        assert_true(ba_brackets_count(max_T[k], k) < UINT64_MAX);
-        if (k > 1)
-            assert_int_equal(ba_brackets_count(max_T[k] + 1, k), UINT64_MAX);
+        assert_int_equal(ba_brackets_max_T(k), 4096);
+        assert_true(ba_brackets_count(exact_T[k], k) < UINT64_MAX);
+        assert_int_equal(ba_brackets_count(exact_T[k] + 1, k), UINT64_MAX);
     }
     assert_int_equal(ba_brackets_max_T(0), 0);
     assert_int_equal(ba_brackets_max_T(5), 0);
-    assert_int_equal(ba_dataset_brackets(&d, 41, 2, 10, 1, err), BA_OK);
+    /* past them the data is drawn in double precision */
+    assert_int_equal(ba_dataset_brackets(&d, 42, 2, 10, 1, err), BA_OK);
     ba_dataset_free(d);
-    assert_int_equal(ba_dataset_brackets(&d, 42, 2, 10, 1, err), BA_ERR_ARG);
-    assert_non_null(strstr(err, "[1, 41] with 2 bracket kinds"));
     /* no held-out set: evaluation would score nothing ("0 of 0") */
     assert_int_equal(ba_dataset_brackets(&d, 8, 1, 0, 1, err), BA_ERR_ARG);
     assert_null(d);

@@ -60,7 +60,7 @@ class OpDesc(ctypes.Structure):
                 ("d", ctypes.c_int), ("causal", ctypes.c_int), ("scale", ctypes.c_double),
                 ("attn", ctypes.c_int), ("engine", ctypes.c_int), ("couplings", ctypes.c_int),
                 ("D", ctypes.c_int), ("band", ctypes.c_int), ("field_bias", ctypes.c_int),
-                ("approx", Approx), ("window", ctypes.c_int)]
+                ("approx", Approx), ("window", ctypes.c_int), ("alibi", ctypes.c_int)]
 
 
 class TensorInfo(ctypes.Structure):

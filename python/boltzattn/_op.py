@@ -28,10 +28,12 @@ def approx_settings(approx):
 
 
 def make_desc(B, H, T, d, j_shape, attn="boltzmann", causal=True, scale=None, engine="auto",
-              band=None, field_bias=None, approx=None, window=None):
+              band=None, field_bias=None, approx=None, window=None, alibi=False):
     """The ba_attn_op_desc of one call; j_shape is J's shape (None without
     J). Raises ValueError/TypeError naming the bad argument, or
     BoltzattnError with the library's verdict (a T beyond the engine)."""
+    if alibi not in (True, False):
+        raise TypeError("alibi must be True or False, not %r" % (alibi,))
     if causal is not True:
         raise ValueError("causal=%r: the op is causal only (query i sees keys 0..i)" % (causal,))
     B, H, T, d = (_lib.int_arg(n, x) for n, x in (("B", B), ("H", H), ("T", T), ("d", d)))
@@ -59,6 +61,7 @@ def make_desc(B, H, T, d, j_shape, attn="boltzmann", causal=True, scale=None, en
     if window is not None:
         desc.window = _lib.int_arg("window", window)
     desc.approx = approx_settings(approx)
+    desc.alibi = 1 if alibi else 0
     if not ising and j_shape is not None:
         raise ValueError("%s attention takes no couplings: give J=None" % attn)
     if ising:
@@ -121,7 +124,7 @@ _leases = 0
 def desc_key(desc, f64):
     """What a context's buffers depend on: the op's shape and kind."""
     return (f64, desc.B, desc.H, desc.T, desc.d, desc.attn, desc.engine, desc.couplings,
-            desc.D, desc.band, desc.window)
+            desc.D, desc.band, desc.window, desc.alibi)
 
 
 def release_idle():

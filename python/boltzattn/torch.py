@@ -154,7 +154,7 @@ def release_memory():
 
 
 def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine="auto",
-              band=None, field_bias=None, approx=None, window=None):
+              band=None, field_bias=None, approx=None, window=None, alibi=False):
     """Causal attention of the library's variants over q, k, v [B, H, T, d]
     (the layout of torch.nn.functional.scaled_dot_product_attention),
     returning out [B, H, T, d] with gradients to q, k, v and J.
@@ -168,7 +168,9 @@ def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine
     reference, fast, band, or the approximate mf, tap, bp, hybrid (approx:
     a dict of damping, tol, max_iter; window: hybrid's exact window).
     band: couplings of range at most band (farther ones are 0). field_bias:
-    None or "log-n". Non-contiguous inputs are copied first.
+    None or "log-n". alibi: True adds ALiBi's distance bias -m_h (i - j) to
+    head h's fields (m_h the geometric slopes of H heads), for every
+    variant. Non-contiguous inputs are copied first.
     Errors: TypeError/ValueError naming the argument (device, dtype, shape,
     an unknown name, an integer out of C's range, a setting the call would
     not use: J or an engine for softmax/sigmoid, approx for an exact
@@ -184,7 +186,7 @@ def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine
     if J is not None:
         _check_tensor("J", J, q.dtype)
     desc = _op.make_desc(B, H, T, d, None if J is None else tuple(J.shape), attn, causal, scale,
-                         engine, band, field_bias, approx, window)
+                         engine, band, field_bias, approx, window, alibi)
     for name, t in (("q", q), ("k", k), ("v", v), ("J", J)):
         if t is not None:
             _check_finite(name, t, desc, "boltzmann attention forward")
@@ -195,10 +197,10 @@ def attention(q, k, v, J=None, attn="boltzmann", causal=True, scale=None, engine
 
 
 def boltzmann_attention(q, k, v, J, causal=True, scale=None, engine="auto", band=None,
-                        field_bias=None, approx=None, window=None):
+                        field_bias=None, approx=None, window=None, alibi=False):
     """Boltzmann attention: attention(q, k, v, J, attn="boltzmann", ...)."""
     return attention(q, k, v, J, "boltzmann", causal, scale, engine, band, field_bias, approx,
-                     window)
+                     window, alibi)
 
 
 class BoltzmannSelfAttention(nn.Module):
@@ -213,13 +215,15 @@ class BoltzmannSelfAttention(nn.Module):
 
     def __init__(self, n_embd, n_head, block_size, attn="boltzmann", couplings="absolute",
                  band=None, engine="auto", field_bias=None, j_init_std=0.0, n_layer=1,
-                 approx=None, window=None, rope=False):
+                 approx=None, window=None, rope=False, alibi=False):
         super().__init__()
+        if rope and alibi:
+            raise ValueError("rope and alibi are two position encodings: choose one")
         if n_embd % n_head:
             raise ValueError("n_embd = %d is not a multiple of n_head = %d" % (n_embd, n_head))
         if rope and (n_embd // n_head) % 2:
             raise ValueError("rope needs an even head size, not %d" % (n_embd // n_head))
-        self.rope = bool(rope)
+        self.rope, self.alibi = bool(rope), bool(alibi)
         _lib.enum_value(_lib.ATTN, "attn", attn)
         _lib.enum_value(_lib.COUPLINGS, "couplings", couplings)
         self.n_embd, self.n_head, self.block_size = n_embd, n_head, block_size
@@ -242,7 +246,7 @@ class BoltzmannSelfAttention(nn.Module):
         # fail now, not at the first forward, on settings the library refuses
         _op.make_desc(1, n_head, block_size, n_embd // n_head,
                       None if not self.ising else tuple(self.couplings_param().shape), attn,
-                      True, None, engine, self.band, field_bias, approx, window)
+                      True, None, engine, self.band, field_bias, approx, window, self.alibi)
 
     def couplings_param(self):
         return getattr(self, self.j_name) if self.j_name else None
@@ -281,7 +285,7 @@ class BoltzmannSelfAttention(nn.Module):
             if band:
                 band = min(band, T - 1) or None
         y = attention(q, k, v, J, self.attn, True, None, self.engine, band, self.field_bias,
-                      self.approx, self.window)
+                      self.approx, self.window, self.alibi)
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.proj(y)
 
@@ -334,10 +338,12 @@ class BoltzattnModel(nn.Module):
         C, T, L = c["n_embd"], c["block_size"], c["n_layer"]
         self.pointer = c.get("head", "token") == "pointer"
         self.tok_emb = nn.Parameter(torch.zeros(c["vocab_size"], C))
-        # pos_emb: true (learned, also when absent), false (none) or "rope"
+        # pos_emb: true (learned, also when absent), false (none), "rope" or
+        # "alibi"
         pos = c.get("pos_emb", True)
-        if pos not in (True, False, "rope"):
-            raise ValueError("config pos_emb = %r: expected true, false or \"rope\"" % (pos,))
+        if pos not in (True, False, "rope", "alibi"):
+            raise ValueError("config pos_emb = %r: expected true, false, \"rope\" or \"alibi\""
+                             % (pos,))
         if pos is True:
             self.pos_emb = nn.Parameter(torch.zeros(T, C))
         else:
@@ -347,7 +353,8 @@ class BoltzattnModel(nn.Module):
         kw = dict(attn=c["attn"], couplings=c.get("couplings", "absolute"),
                   band=c.get("band", 0) or None, engine=engine,
                   field_bias=c.get("field_bias", "none"), n_layer=L,
-                  j_init_std=c.get("j_init_std", 0.0), rope=pos == "rope")
+                  j_init_std=c.get("j_init_std", 0.0), rope=pos == "rope",
+                  alibi=pos == "alibi")
         # "band_precision": "float" (the C trainer's float band window
         # term, issue 42) is not read: the op runs the band engine in double,
         # which differs from float by its rounding alone (tests/test_band32.c)

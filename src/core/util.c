@@ -91,7 +91,7 @@ double ba_rng_normal(ba_rng *r)
 /* -------------------------------------------------------------- enums */
 
 static const char *const attn_names[] = {"softmax", "sigmoid", "boltzmann", "coupling"};
-static const char *const task_names[] = {"charlm", "brackets"};
+static const char *const task_names[] = {"charlm", "brackets", "recall"};
 static const char *const couplings_names[] = {"absolute", "relative"};
 static const char *const field_bias_names[] = {"none", "log-n"};
 static const char *const head_names[] = {"token", "pointer"};
@@ -114,7 +114,7 @@ static int parse_name(const char *s, const char *const *names, int n, int *out,
 }
 
 const char *ba_attn_name(ba_attn a) { return (unsigned)a < 4 ? attn_names[a] : "?"; }
-const char *ba_task_name(ba_task t) { return (unsigned)t < 2 ? task_names[t] : "?"; }
+const char *ba_task_name(ba_task t) { return (unsigned)t < 3 ? task_names[t] : "?"; }
 const char *ba_couplings_name(ba_couplings c) { return (unsigned)c < 2 ? couplings_names[c] : "?"; }
 const char *ba_field_bias_name(ba_field_bias b)
 {
@@ -140,14 +140,14 @@ int ba_field_bias_parse(const char *s, ba_field_bias *out, char *err)
 }
 
 /* ba_config.pos_emb, in ba_pos_emb's order. */
-static const char *const pos_emb_names[3] = {"none", "learned", "rope"};
+static const char *const pos_emb_names[4] = {"none", "learned", "rope", "alibi"};
 const char *ba_pos_emb_name(int pos_emb)
 {
-    return (unsigned)pos_emb < 3 ? pos_emb_names[pos_emb] : "?";
+    return (unsigned)pos_emb < 4 ? pos_emb_names[pos_emb] : "?";
 }
 int ba_pos_emb_parse(const char *s, int *pos_emb, char *err)
 {
-    return parse_name(s, pos_emb_names, 3, pos_emb, "position encoding", err);
+    return parse_name(s, pos_emb_names, 4, pos_emb, "position encoding", err);
 }
 
 /* The band engine's precision (ba_config.band_f32): 0 double, 1 float. */
@@ -180,7 +180,7 @@ int ba_attn_parse(const char *s, ba_attn *out, char *err)
 int ba_task_parse(const char *s, ba_task *out, char *err)
 {
     int v = 0;
-    int rc = parse_name(s, task_names, 2, &v, "task", err);
+    int rc = parse_name(s, task_names, 3, &v, "task", err);
     if (rc == BA_OK)
         *out = (ba_task)v;
     return rc;

@@ -115,11 +115,13 @@ static dims get_dims(const ba_attn_shape *s, const AT_IO *io)
 
 /* Fields h_ij = scale q_i . k_j (the model's scale is 1/sqrt(d)) of head
  * hh for every batch element, in double, less (1/2) log(i+1) with the
- * log-n bias. hd (B,T,T), entries j > i left untouched. */
+ * log-n bias and less m_hh (i - j) with ALiBi. hd (B,T,T), entries j > i
+ * left untouched. */
 static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const AT_IO *io,
                            double *hd)
 {
     int T = g->T, d = g->d;
+    double slope = ba_attn_alibi_slope(s, hh);
 #pragma omp parallel for schedule(static) if (0.5 * g->B * T * T * d > BA_PAR_MIN_WORK)
     for (int b = 0; b < g->B; b++)
         for (int i = 0; i < T; i++) {
@@ -127,22 +129,26 @@ static void compute_fields(const ba_attn_shape *s, const dims *g, int hh, const 
             double bias = ba_field_bias_value(s->field_bias, i + 1);
             for (int j = 0; j <= i; j++) {
                 const AT_REAL *k = io->k + AT_AT(io, b, hh, j);
-                hd[((size_t)b * T + i) * T + j] = dot_d(q, k, d) * g->scale - bias;
+                /* without ALiBi, x - 0 is x: the same bits as before */
+                hd[((size_t)b * T + i) * T + j] =
+                    dot_d(q, k, d) * g->scale - bias - slope * (i - j);
             }
         }
 }
 
-/* The fields of coupling attention's one shared system per row (h = 0
- * but for the field bias): hd (T,T) row i holds -bias(i+1) at j <= i.
- * Returns hd, or NULL (h = 0) without a bias. */
-static const double *coupling_fields(const ba_attn_shape *s, double *hd)
+/* The fields of coupling attention's one shared system per row of head hh
+ * (h = 0 but for the field bias and ALiBi's distance bias): hd (T,T) row
+ * i holds -bias(i+1) - m_hh (i - j) at j <= i. Returns hd, or NULL (h = 0)
+ * without either. */
+static const double *coupling_fields(const ba_attn_shape *s, int hh, double *hd)
 {
-    if (s->field_bias == BA_FIELD_BIAS_NONE)
+    if (s->field_bias == BA_FIELD_BIAS_NONE && !s->alibi)
         return NULL;
     int T = s->T;
+    double slope = ba_attn_alibi_slope(s, hh);
     for (int i = 0; i < T; i++)
         for (int j = 0; j <= i; j++)
-            hd[(size_t)i * T + j] = -ba_field_bias_value(s->field_bias, i + 1);
+            hd[(size_t)i * T + j] = -ba_field_bias_value(s->field_bias, i + 1) - slope * (i - j);
     return hd;
 }
 
@@ -476,7 +482,7 @@ int AT_FN(ba_attn_core_forward)(const ba_attn_shape *s, const AT_IO *io, AT_REAL
              * for every b too. */
             copy_couplings(s, hh, J, Jd);
             {
-                const double *h0 = coupling_fields(s, hd);
+                const double *h0 = coupling_fields(s, hh, hd);
                 if (sampled)
                     rc = ba_sampled_forward(s->sctx[hh], s->sampler, ba_rng_u64(s->srng), 0, 1, T,
                                             h0, Jd, T, ld, err);
@@ -621,7 +627,7 @@ int AT_FN(ba_attn_core_backward)(const ba_attn_shape *s, const AT_IO *io, AT_REA
                 for (int b = 1; b < B; b++)
                     for (size_t q = 0; q < (size_t)T * T; q++)
                         gd[q] += gd[(size_t)b * T * T + q];
-                const double *h0 = coupling_fields(s, hd);
+                const double *h0 = coupling_fields(s, hh, hd);
                 if (sampled)
                     rc = ba_sampled_backward(s->sctx[hh], s->sampler, 1, T, gd, NULL, dJd, T, err);
                 else

@@ -12,8 +12,9 @@
  * The variants are the dense core's exactly: a = softmax_j(l) over j <= i,
  *   softmax  l = h,
  *   sigmoid  l = log sigmoid(2h), dl/dh = 2 sigmoid(-2h),
- * with h_ij = scale q_i . k_j - bias(i+1) (ba_field_bias_value; softmax
- * drops the bias, a per-row constant that no softmax sees). Key tiles
+ * with h_ij = scale q_i . k_j - bias(i+1) - m_h (i - j) (ba_field_bias_value;
+ * softmax drops the bias, a per-row constant that no softmax sees; m_h is
+ * ALiBi's slope of head h, 0 without it). Key tiles
  * beyond a query tile's last row are skipped (causal), and in the tile on
  * the diagonal each row stops at its own key.
  *
@@ -137,6 +138,16 @@ BA_CLONES static void TL(sig_row)(AT_REAL *x, AT_REAL *f, int c, double bias)
     }
 }
 
+/* ALiBi's distance bias on the c visible keys of one row of a tile: x_j -=
+ * m (dist0 - j), dist0 the distance of the tile's first key from the row's
+ * query. The bias is formed in double and rounded once. */
+BA_CLONES static void TL(alibi_row)(AT_REAL *x, int c, double slope, int dist0)
+{
+#pragma omp simd
+    for (int j = 0; j < c; j++)
+        x[j] -= (AT_REAL)(slope * (dist0 - j));
+}
+
 /* The online softmax of one row of a tile: p holds the row's log-weights
  * (c visible of m columns); it becomes exp(l - mx') with mx' the new
  * running maximum, the sum z and the output row o (d) are rescaled to mx'
@@ -220,6 +231,7 @@ static void TL(fwd_tile)(const ba_attn_shape *s, const TL(tl_dims) *g, const TL_
     const AT_REAL *Q = io->q + TL_AT(io, b, h, i0);
     const AT_REAL *K = io->k + TL_AT(io, b, h, 0), *V = io->v + TL_AT(io, b, h, 0);
     int sig = s->attn == BA_ATTN_SIGMOID;
+    double slope = ba_attn_alibi_slope(s, h);
     memset(w->o, 0, sizeof(AT_REAL) * (size_t)n * d);
     for (int r = 0; r < n; r++)
         w->mx[r] = -INFINITY, w->z[r] = 0.0;
@@ -231,6 +243,8 @@ static void TL(fwd_tile)(const ba_attn_shape *s, const TL(tl_dims) *g, const TL_
             int c = i0 + r - j0 + 1;
             c = c < m ? c : m;
             AT_REAL *row = w->s + (size_t)r * BA_TILE;
+            if (slope != 0.0)
+                TL(alibi_row)(row, c, slope, i0 + r - j0);
             if (sig && c > 0)
                 TL(sig_row)(row, NULL, c, ba_field_bias_value(s->field_bias, i0 + r + 1));
             TL(row_exp)(row, c, m, w->mx + r, w->alpha + r);
@@ -363,6 +377,7 @@ static void TL(bwd_head)(const ba_attn_shape *s, const TL(tl_dims) *g, const TL_
     int T = g->T, d = g->d, sig = s->attn == BA_ATTN_SIGMOID;
     size_t st = io->st, ot = io->ot, tt = (size_t)BA_TILE;
     AT_REAL sc = (AT_REAL)g->scale;
+    double slope = ba_attn_alibi_slope(s, h);
     const AT_REAL *ls = lse + ((size_t)b * g->H + h) * T;
     /* D_i = dy_i . y_i = sum_j a_ij da_ij, each in index order in double;
      * two rows at a time, so that their chains of additions overlap */
@@ -389,6 +404,8 @@ static void TL(bwd_head)(const ba_attn_shape *s, const TL(tl_dims) *g, const TL_
                     tt);
             for (int r = 0; r < n; r++) {
                 int c = i0 + r - j0 + 1;
+                if (slope != 0.0)
+                    TL(alibi_row)(w->s + r * tt, c < m ? c : m, slope, i0 + r - j0);
                 TL(bwd_row)(w->s + r * tt, w->p + r * tt, c < m ? c : m, m, ls[i0 + r], sig,
                             ba_field_bias_value(s->field_bias, i0 + r + 1));
             }
@@ -460,6 +477,7 @@ int TL(ba_attn_tiled_weights)(const ba_attn_shape *s, const TL_IO *io, const AT_
                 AT_REAL *a = att + (((size_t)b * g.H + h) * T + i) * T;
                 const AT_REAL *q = io->q + TL_AT(io, b, h, i);
                 AT_REAL l = lse[((size_t)b * g.H + h) * T + i];
+                double slope = ba_attn_alibi_slope(s, h);
                 for (int j = 0; j <= i; j++) {
                     const AT_REAL *k = io->k + TL_AT(io, b, h, j);
                     double x = 0;
@@ -467,6 +485,8 @@ int TL(ba_attn_tiled_weights)(const ba_attn_shape *s, const TL_IO *io, const AT_
                         x += (double)q[c] * k[c];
                     a[j] = (AT_REAL)(x * g.scale);
                 }
+                if (slope != 0.0)
+                    TL(alibi_row)(a, i + 1, slope, i);
                 if (sig)
                     TL(sig_row)(a, NULL, i + 1, ba_field_bias_value(s->field_bias, i + 1));
                 for (int j = 0; j < T; j++)

@@ -91,8 +91,9 @@ static int check_couplings(const ba_config *c, int ising, char *err)
         return ba_fail(err, BA_ERR_ARG, "couplings %d is not a known form", (int)c->couplings);
     if ((unsigned)c->field_bias > BA_FIELD_BIAS_LOG_N)
         return ba_fail(err, BA_ERR_ARG, "field_bias %d is not a known bias", (int)c->field_bias);
-    if (c->pos_emb < BA_POS_NONE || c->pos_emb > BA_POS_ROPE)
-        return ba_fail(err, BA_ERR_ARG, "pos_emb = %d must be 0 (none), 1 (learned) or 2 (rope)",
+    if (c->pos_emb < BA_POS_NONE || c->pos_emb > BA_POS_ALIBI)
+        return ba_fail(err, BA_ERR_ARG,
+                       "pos_emb = %d must be 0 (none), 1 (learned), 2 (rope) or 3 (alibi)",
                        c->pos_emb);
     if (c->band < 0)
         return ba_fail(err, BA_ERR_ARG, "band W = %d must not be negative (0: no band)", c->band);
@@ -218,7 +219,37 @@ ba_data_spec ba_data_spec_default(ba_task task)
     d.kinds = 1;
     d.n_heldout = 2000;
     d.data_seed = 1234;
+    d.recall_vocab = 64;
+    d.pairs = 8;
     return d;
+}
+
+/* recall: a token head over the whole vocabulary, keys and values. The
+ * block size is checked against the pairs too: a model with fewer than
+ * 4*pairs positions could not hold a recall sequence. */
+static int recall_spec_check(const ba_data_spec *d, const ba_config *c, char *err)
+{
+    if (c->head != BA_HEAD_TOKEN)
+        return ba_fail(err, BA_ERR_ARG, "recall needs a token head, the config has a %s head",
+                       ba_head_name(c->head));
+    if (d->recall_vocab < 4 || d->recall_vocab > 256 || d->recall_vocab % 2)
+        return ba_fail(err, BA_ERR_ARG, "recall_vocab = %d must be even and in [4, 256]",
+                       d->recall_vocab);
+    if (d->pairs < 1 || d->pairs > d->recall_vocab / 2)
+        return ba_fail(err, BA_ERR_ARG, "pairs = %d is out of range [1, recall_vocab/2 = %d]",
+                       d->pairs, d->recall_vocab / 2);
+    if (c->block_size < 4 * d->pairs)
+        return ba_fail(err, BA_ERR_ARG,
+                       "block_size = %d is below 4*pairs = %d: the queries would not fit",
+                       c->block_size, 4 * d->pairs);
+    if (c->vocab_size != d->recall_vocab || c->out_size != d->recall_vocab)
+        return ba_fail(err, BA_ERR_ARG,
+                       "vocab_size = %d and out_size = %d must both equal recall_vocab = %d for "
+                       "recall",
+                       c->vocab_size, c->out_size, d->recall_vocab);
+    if (d->n_heldout < 0)
+        return ba_fail(err, BA_ERR_ARG, "n_heldout = %d must not be negative", d->n_heldout);
+    return BA_OK;
 }
 
 int ba_data_spec_check(const ba_data_spec *d, const ba_config *c, char *err)
@@ -250,7 +281,12 @@ int ba_data_spec_check(const ba_data_spec *d, const ba_config *c, char *err)
                            c->vocab_size, 2 * d->kinds);
         if (d->n_heldout < 0)
             return ba_fail(err, BA_ERR_ARG, "n_heldout = %d must not be negative", d->n_heldout);
+        if (d->max_depth < 0)
+            return ba_fail(err, BA_ERR_ARG, "max_depth = %d must be at least 1 (0: no cap)",
+                           d->max_depth);
         return BA_OK;
+    case BA_TASK_RECALL:
+        return recall_spec_check(d, c, err);
     }
     return ba_fail(err, BA_ERR_ARG, "task %d is not a known task", (int)d->task);
 }
@@ -403,8 +439,8 @@ static int add_config(cJSON *o, const ba_config *cfg, const ba_data_spec *spec)
              cJSON_AddStringToObject(o, "head", ba_head_name(cfg->head)) &&
              cJSON_AddNumberToObject(o, "out_size", cfg->out_size) &&
              cJSON_AddBoolToObject(o, "ffn", cfg->ffn != 0) &&
-             (cfg->pos_emb == BA_POS_ROPE /* true/false as before for the others */
-                  ? cJSON_AddStringToObject(o, "pos_emb", "rope") != NULL
+             (cfg->pos_emb > BA_POS_LEARNED /* true/false as before for these two */
+                  ? cJSON_AddStringToObject(o, "pos_emb", ba_pos_emb_name(cfg->pos_emb)) != NULL
                   : cJSON_AddBoolToObject(o, "pos_emb", cfg->pos_emb != 0) != NULL) &&
              cJSON_AddStringToObject(o, "couplings", ba_couplings_name(cfg->couplings)) &&
              cJSON_AddNumberToObject(o, "band", cfg->band) &&
@@ -430,6 +466,13 @@ static int add_config(cJSON *o, const ba_config *cfg, const ba_data_spec *spec)
              /* A string: JSON numbers are doubles and would round 64 bits. */
              cJSON_AddStringToObject(o, "data_seed", seed);
     }
+    /* only for recall, so the other tasks' files stay as they were */
+    if (ok && spec && spec->task == BA_TASK_RECALL)
+        ok = cJSON_AddNumberToObject(o, "recall_vocab", spec->recall_vocab) &&
+             cJSON_AddNumberToObject(o, "pairs", spec->pairs);
+    /* only when capped, so uncapped brackets files stay as they were */
+    if (ok && spec && spec->task == BA_TASK_BRACKETS && spec->max_depth > 0)
+        ok = cJSON_AddNumberToObject(o, "max_depth", spec->max_depth) != NULL;
     if (ok && spec && spec->task == BA_TASK_CHARLM && spec->vocab_size >= 1 &&
         spec->vocab_size <= 256) {
         cJSON *v = cJSON_AddArrayToObject(o, "vocab");
@@ -668,7 +711,7 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
                        ba_json_type(f));
     c->ffn = cJSON_IsTrue(f) ? 1 : 0;
     /* true (learned; also when absent, as before issue 18), false (none),
-     * or a kind's name ("rope", issue 43) */
+     * or a kind's name ("rope", "alibi", issue 43) */
     const cJSON *pe = cJSON_GetObjectItemCaseSensitive(o, "pos_emb");
     char why[BA_ERR_LEN];
     if (pe && cJSON_IsString(pe)) {
@@ -676,7 +719,7 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
             return ba_fail(err, BA_ERR_FORMAT, "config field 'pos_emb': %s", why);
     } else if (pe && !cJSON_IsBool(pe))
         return ba_fail(err, BA_ERR_FORMAT,
-                       "config field 'pos_emb' is %s, expected true, false or a name (rope)",
+                       "config field 'pos_emb' is %s, expected true, false or a name (rope, alibi)",
                        ba_json_type(pe));
     else
         c->pos_emb = !pe || cJSON_IsTrue(pe) ? BA_POS_LEARNED : BA_POS_NONE;
@@ -690,6 +733,17 @@ static int config_from_object(const cJSON *o, ba_config *c, ba_data_spec *d, int
             return rc;
     } else if (*has_task && d->task == BA_TASK_BRACKETS) {
         d->vocab_size = 0;
+        /* absent: no cap (0 is never written) */
+        if ((rc = cfg_int(o, "max_depth", 0, &d->max_depth, err)))
+            return rc;
+        if (cJSON_GetObjectItemCaseSensitive(o, "max_depth") && d->max_depth < 1)
+            return ba_fail(err, BA_ERR_FORMAT,
+                           "config field 'max_depth' = %d must be at least 1 (absent: no cap)",
+                           d->max_depth);
+    } else if (*has_task && d->task == BA_TASK_RECALL &&
+               ((rc = cfg_int(o, "recall_vocab", 1, &d->recall_vocab, err)) ||
+                (rc = cfg_int(o, "pairs", 1, &d->pairs, err)))) {
+        return rc;
     }
     if ((rc = ba_config_validate(c, err)))
         return rc;

@@ -1,5 +1,5 @@
-/* The decoder-only transformer (spec section 5), its AdamW optimiser and the
- * evaluation loop.
+/* The decoder-only transformer (spec section 5): its parameters, forward
+ * and backward.
  *
  * Parameters are stacked by kind across layers (e.g. all L ln1 weights in
  * one (L,C) array) inside one contiguous block; gradients and the two AdamW
@@ -12,7 +12,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* Activations, all sized for B*T rows of the current batch. */
 enum {
@@ -703,14 +702,15 @@ int ba_model_fields(const ba_model *m, int l, int head, int b, int i, double *h,
     const ba_real *q = qkv + ((size_t)b * T + i) * 3 * C + (size_t)head * d;
     /* the same sum, in the same order, as the dense core's fields (the
      * Ising variants'; the tiled softmax and sigmoid round theirs in
-     * ba_real), with the same bias */
+     * ba_real), with the same biases (x - 0 is x without ALiBi) */
     double bias = ba_field_bias_value(c->field_bias, i + 1);
+    double slope = c->pos_emb == BA_POS_ALIBI ? ba_alibi_slope(head, c->n_head) : 0.0;
     for (int j = 0; j <= i; j++) {
         const ba_real *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)head * d;
         double acc = 0.0;
         for (int e = 0; e < d; e++)
             acc += (double)q[e] * k[e];
-        h[j] = acc * (1.0 / sqrt((double)d)) - bias;
+        h[j] = acc * (1.0 / sqrt((double)d)) - bias - slope * (i - j);
     }
     return BA_OK;
 }

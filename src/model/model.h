@@ -144,6 +144,10 @@ typedef struct {
      * and k by their positions first (rotary embeddings, config pos_emb
      * BA_POS_ROPE); the kernels themselves never read it */
     int rope;
+    /* 1 adds ALiBi's distance bias -m_h (i - j) to head h's field of key
+     * j for query i (config pos_emb BA_POS_ALIBI, the op's desc.alibi), in
+     * every kernel that forms fields (ba_attn_alibi_slope) */
+    int alibi;
 } ba_attn_shape;
 
 /* Where the core reads q, k, v and writes its output, in one precision:
@@ -302,6 +306,12 @@ void ba_crossentropy_backward(ba_real *dlogits, const ba_real *probs,
  * be even (the config's check says so). */
 #define BA_ROPE_BASE 10000.0
 double ba_alibi_slope(int h, int H);
+/* The slope head h of s's fields carry: ba_alibi_slope with s->alibi, else
+ * 0 (no bias). */
+static inline double ba_attn_alibi_slope(const ba_attn_shape *s, int h)
+{
+    return s->alibi ? ba_alibi_slope(h, s->H) : 0.0;
+}
 double ba_rope_theta(int i, int d);
 void ba_rope_rotate_f32(int B, int T, int t0, int H, int d, size_t ld, int sign, float *x);
 void ba_rope_rotate_f64(int B, int T, int t0, int H, int d, size_t ld, int sign, double *x);

@@ -46,6 +46,7 @@ ba_attn_shape ba_model_attn_shape(const ba_config *c, int B, int T, ba_rng *srng
     as.window = c->window;
     as.band_f32 = c->band_f32;
     as.rope = c->pos_emb == BA_POS_ROPE;
+    as.alibi = c->pos_emb == BA_POS_ALIBI;
     as.astats = astats;
     as.stop = stop;
     return as;

@@ -94,6 +94,9 @@ int ba_attn_op_check(const ba_attn_op_desc *o, char *err)
         return ba_fail(err, BA_ERR_ARG,
                        "B = %d, H = %d, T = %d, d = %d: the tensors' sizes overflow size_t",
                        o->B, o->H, o->T, o->d);
+    if (o->alibi != 0 && o->alibi != 1)
+        return ba_fail(err, BA_ERR_ARG, "alibi = %d must be 0 (none) or 1 (ALiBi's slopes)",
+                       o->alibi);
     if (o->causal != 1)
         return ba_fail(err, BA_ERR_ARG,
                        "causal = %d: only causal attention (causal = 1) is implemented",
@@ -202,6 +205,7 @@ static ba_attn_shape op_shape(const ba_attn_op_desc *o, ba_attn_op_ctx *ctx)
     s.band = o->band;
     s.D = o->couplings == BA_COUPLINGS_RELATIVE ? o->D : 0;
     s.field_bias = o->field_bias;
+    s.alibi = o->alibi;
     s.approx = o->approx;
     s.window = o->window;
     s.astats = &ctx->stats;
@@ -444,4 +448,42 @@ int ba_attn_op_backward_f64(ba_attn_op_ctx *ctx, const double *q, const double *
     }
     return ba_attn_core_backward_f64(&s, &io, is_ising(ctx->desc.attn) ? dJ : NULL, J, ctx->att,
                                      ctx->pre, err);
+}
+
+/* The checks of ba_attn_op_rope_*: see its contract. */
+static int rope_check(int B, int H, int T, int d, int t0, int sign, const void *x, char *err)
+{
+    if (!x)
+        return ba_fail(err, BA_ERR_ARG, "x is NULL");
+    if (B < 1 || H < 1 || T < 1)
+        return ba_fail(err, BA_ERR_ARG, "B = %d, H = %d, T = %d must each be at least 1", B, H,
+                       T);
+    if ((long long)B * H > INT_MAX)
+        return ba_fail(err, BA_ERR_ARG, "B = %d times H = %d exceeds %d", B, H, INT_MAX);
+    if (d < 2 || d % 2)
+        return ba_fail(err, BA_ERR_ARG,
+                       "d = %d: rope turns pairs of channels, so d must be even and at least 2", d);
+    if (t0 < 0 || (long long)t0 + T > INT_MAX)
+        return ba_fail(err, BA_ERR_ARG, "t0 = %d must be at least 0 with t0 + T <= %d", t0,
+                       INT_MAX);
+    if (sign != 1 && sign != -1)
+        return ba_fail(err, BA_ERR_ARG, "sign = %d must be +1 (forward) or -1 (backward)", sign);
+    return BA_OK;
+}
+
+/* [B,H,T,d] is B*H sequences of T rows of one head of d channels. */
+int ba_attn_op_rope_f32(int B, int H, int T, int d, int t0, int sign, float *x, char *err)
+{
+    int rc = rope_check(B, H, T, d, t0, sign, x, err);
+    if (rc == BA_OK)
+        ba_rope_rotate_f32(B * H, T, t0, 1, d, (size_t)d, sign, x);
+    return rc;
+}
+
+int ba_attn_op_rope_f64(int B, int H, int T, int d, int t0, int sign, double *x, char *err)
+{
+    int rc = rope_check(B, H, T, d, t0, sign, x, err);
+    if (rc == BA_OK)
+        ba_rope_rotate_f64(B * H, T, t0, 1, d, (size_t)d, sign, x);
+    return rc;
 }

@@ -460,5 +460,18 @@ int ba_state_same_data(const ba_data_spec *saved, const ba_data_spec *now, char 
                        "run's (kinds %d, held out %d, seed %llu)",
                        now->kinds, now->n_heldout, (unsigned long long)now->data_seed,
                        saved->kinds, saved->n_heldout, (unsigned long long)saved->data_seed);
+    if (saved->task == BA_TASK_BRACKETS && saved->max_depth != now->max_depth)
+        return ba_fail(err, BA_ERR_ARG,
+                       "the brackets data's max_depth %d differs from the run's %d (0: no cap)",
+                       now->max_depth, saved->max_depth);
+    if (saved->task == BA_TASK_RECALL &&
+        (saved->recall_vocab != now->recall_vocab || saved->pairs != now->pairs ||
+         saved->n_heldout != now->n_heldout || saved->data_seed != now->data_seed))
+        return ba_fail(err, BA_ERR_ARG,
+                       "the recall data (vocabulary %d, pairs %d, held out %d, seed %llu) differs "
+                       "from the run's (vocabulary %d, pairs %d, held out %d, seed %llu)",
+                       now->recall_vocab, now->pairs, now->n_heldout,
+                       (unsigned long long)now->data_seed, saved->recall_vocab, saved->pairs,
+                       saved->n_heldout, (unsigned long long)saved->data_seed);
     return BA_OK;
 }

@@ -1,7 +1,9 @@
-/* The two tasks as datasets: charlm (next byte over any file) and brackets
+/* The tasks as datasets: charlm (next byte over any file) and brackets
  * (point from each close to its matching open, uniform valid prefixes with
- * a held-out set that training never sees). */
-#include "train/train.h"
+ * a held-out set that training never sees); the dispatchers also send
+ * brackets (src/train/brackets.c) and recall (src/train/recall.c) to
+ * their generators. */
+#include "train/dataset.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,48 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Brackets are capped so a sequence fits a fixed stack and the DP table
- * fits the dataset struct; counts saturate uint64 long before that anyway
- * for kinds >= 2. */
-#define BR_MAX_T 64
-#define BR_MAX_KINDS 4
-
-struct ba_dataset {
-    ba_task task;
-    int T;
-    int vocab_size;
-    uint8_t vocab[256]; /* charlm: token id -> byte */
-
-    /* charlm: the whole file as token ids, train split first. */
-    uint8_t *tokens; /* (n_train + n_val) */
-    size_t n_train, n_val;
-    int n_windows; /* validation windows */
-
-    /* brackets */
-    int kinds;
-    int n_heldout_req; /* as requested, for the config */
-    uint64_t data_seed;
-    /* f[t][d]: ways to finish positions t..T-1 from depth d. Only entries
-     * with d <= t reachable from (0,0) are exact; the rest may saturate. */
-    uint64_t f[BR_MAX_T + 1][BR_MAX_T + 2];
-    uint64_t total;      /* f[0][0] = number of valid prefixes */
-    int n_held;          /* held-out sequences actually stored */
-    uint8_t *held;       /* (n_held, T) in generation order */
-    uint32_t *slots;     /* (n_slots) held index + 1, 0 = empty */
-    size_t n_slots;      /* power of two, at least 2 * n_held */
-    double baseline;     /* position baseline over the held-out set */
-};
-
 /* -------------------------------------------------------------- helpers */
-
-static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
-static uint64_t sat_mul(uint64_t a, uint64_t b)
-{
-    if (a != 0 && b > UINT64_MAX / a)
-        return UINT64_MAX;
-    return a * b;
-}
 
 /* Printable ASCII: messages show such a byte as a character too. */
 static int is_print(int c) { return c >= 32 && c < 127; }
@@ -291,273 +252,6 @@ int ba_dataset_charlm(ba_dataset **out, const char *path, const uint8_t *vocab,
     return BA_OK;
 }
 
-/* -------------------------------------------------------------- brackets */
-
-uint64_t ba_brackets_count(int T, int kinds)
-{
-    if (T < 0 || kinds < 1)
-        return 0;
-    /* The count grows with T (every prefix extends by an open), and
-     * C(128,64) > 2^64 already for one kind: no need to run the DP. */
-    if (T > 128)
-        return UINT64_MAX;
-    uint64_t g[131]; /* g[d] = f(t, d) for the current t, d in [0, T+1] */
-    for (int d = 0; d <= T + 1; d++)
-        g[d] = 1;
-    for (int t = T - 1; t >= 0; t--) {
-        /* In-place update from low d upward would clobber g[d-1]; keep it. */
-        uint64_t prev = 0; /* old g[d-1] */
-        for (int d = 0; d <= t; d++) {
-            uint64_t cur = g[d];
-            uint64_t v = sat_mul((uint64_t)kinds, g[d + 1]);
-            if (d > 0)
-                v = sat_add(v, prev);
-            prev = cur;
-            g[d] = v;
-        }
-    }
-    return g[0];
-}
-
-/* 64-bit hash of a token sequence: multiply-xor per token, then a final
- * avalanche so the low bits used for slots depend on every token. */
-static uint64_t seq_hash(const uint8_t *s, int T)
-{
-    uint64_t h = 0x243f6a8885a308d3ULL;
-    for (int i = 0; i < T; i++)
-        h = (h ^ s[i]) * 0x100000001b3ULL;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
-/* Slot holding s, or the empty slot where it would go. */
-static size_t held_probe(const ba_dataset *d, const uint8_t *s)
-{
-    size_t mask = d->n_slots - 1;
-    size_t i = (size_t)seq_hash(s, d->T) & mask;
-    while (d->slots[i]) {
-        const uint8_t *h = d->held + (size_t)(d->slots[i] - 1) * (size_t)d->T;
-        if (memcmp(h, s, (size_t)d->T) == 0)
-            return i;
-        i = (i + 1) & mask;
-    }
-    return i;
-}
-
-static int is_held(const ba_dataset *d, const uint8_t *s)
-{
-    return d->n_held > 0 && d->slots[held_probe(d, s)] != 0;
-}
-
-/* One uniform valid prefix into s (T). Exact: at (t, d) the draw r is
- * uniform over the f(t,d) completions; the first kinds*f(t+1,d+1) of them
- * open (kind = r / f(t+1,d+1)), the rest close the top of the stack. */
-static void sample_prefix(const ba_dataset *d, ba_rng *rng, uint8_t *s)
-{
-    int stack[BR_MAX_T]; /* kinds of the unmatched opens */
-    int depth = 0;
-    for (int t = 0; t < d->T; t++) {
-        uint64_t r = ba_rng_below(rng, d->f[t][depth]);
-        uint64_t up = d->f[t + 1][depth + 1];
-        if (r < (uint64_t)d->kinds * up) {
-            int k = (int)(r / up);
-            stack[depth++] = k;
-            s[t] = (uint8_t)(2 * k);
-        } else {
-            s[t] = (uint8_t)(2 * stack[--depth] + 1);
-        }
-    }
-}
-
-/* Tokens and targets of s: a close at i points at its matching open j. */
-static void fill_item(int T, const uint8_t *s, int *inputs, int *targets)
-{
-    int stack[BR_MAX_T]; /* positions of the unmatched opens */
-    int depth = 0;
-    for (int t = 0; t < T; t++) {
-        inputs[t] = s[t];
-        if (s[t] % 2 == 0) {
-            stack[depth++] = t;
-            targets[t] = -1;
-        } else {
-            targets[t] = depth > 0 ? stack[--depth] : -1;
-        }
-    }
-}
-
-/* Best accuracy from the position of each close alone: per position the
- * most frequent target wins. 0 when the held-out set has no closes. */
-static double position_baseline(const ba_dataset *d)
-{
-    int T = d->T;
-    long count[BR_MAX_T][BR_MAX_T]; /* (i, j) close at i matching j */
-    memset(count, 0, sizeof count);
-    long closes = 0;
-    int in[BR_MAX_T], tg[BR_MAX_T];
-    for (int n = 0; n < d->n_held; n++) {
-        fill_item(T, d->held + (size_t)n * (size_t)T, in, tg);
-        for (int i = 0; i < T; i++)
-            if (tg[i] >= 0) {
-                count[i][tg[i]]++;
-                closes++;
-            }
-    }
-    if (closes == 0)
-        return 0.0;
-    long best = 0;
-    for (int i = 0; i < T; i++) {
-        long m = 0;
-        for (int j = 0; j < i; j++)
-            if (count[i][j] > m)
-                m = count[i][j];
-        best += m;
-    }
-    return (double)best / (double)closes;
-}
-
-int ba_dataset_brackets(ba_dataset **out, int T, int kinds, int n_heldout,
-                        uint64_t data_seed, char *err)
-{
-    if (!out)
-        return ba_fail(err, BA_ERR_ARG, "out is NULL");
-    *out = NULL;
-    if (kinds < 1 || kinds > BR_MAX_KINDS)
-        return ba_fail(err, BA_ERR_ARG, "kinds = %d is out of range [1, %d]", kinds,
-                       BR_MAX_KINDS);
-    int max_T = ba_brackets_max_T(kinds);
-    if (T < 1 || T > max_T)
-        return ba_fail(err, BA_ERR_ARG,
-                       "brackets T = %d is out of range [1, %d] with %d bracket kind%s (the "
-                       "limit is %d for 1 kind; %d, %d and %d for 2, 3 and 4, whose counts of "
-                       "valid prefixes must fit 64 bits)",
-                       T, max_T, kinds, kinds == 1 ? "" : "s", ba_brackets_max_T(1),
-                       ba_brackets_max_T(2), ba_brackets_max_T(3), ba_brackets_max_T(4));
-    /* Without a held-out set an evaluation would score nothing and report
-     * "0 of 0" as if it were a result. */
-    if (n_heldout < 1)
-        return ba_fail(err, BA_ERR_ARG,
-                       "n_heldout = %d: the held-out set must hold at least 1 sequence (it is "
-                       "what evaluation scores)",
-                       n_heldout);
-
-    ba_dataset *d = calloc(1, sizeof *d);
-    if (!d)
-        return ba_fail(err, BA_ERR_NOMEM, "out of memory allocating the dataset");
-    d->task = BA_TASK_BRACKETS;
-    d->T = T;
-    d->kinds = kinds;
-    d->vocab_size = 2 * kinds;
-    d->n_heldout_req = n_heldout;
-    d->data_seed = data_seed;
-
-    for (int dd = 0; dd <= T + 1; dd++)
-        d->f[T][dd] = 1;
-    for (int t = T - 1; t >= 0; t--)
-        for (int dd = 0; dd <= t; dd++) {
-            uint64_t v = sat_mul((uint64_t)kinds, d->f[t + 1][dd + 1]);
-            if (dd > 0)
-                v = sat_add(v, d->f[t + 1][dd - 1]);
-            d->f[t][dd] = v;
-        }
-    /* f[0][0] bounds every reachable entry (each reachable state extends
-     * to at least that many distinct prefixes), so it alone tells whether
-     * the sampler's arithmetic is exact. */
-    d->total = d->f[0][0];
-    if (d->total == UINT64_MAX) {
-        free(d);
-        return ba_fail(err, BA_ERR_ARG,
-                       "T = %d with %d kinds has too many valid prefixes to count in 64 bits",
-                       T, kinds);
-    }
-    if (d->total < 2) {
-        uint64_t total = d->total;
-        free(d);
-        return ba_fail(err, BA_ERR_ARG,
-                       "T = %d with %d kinds has only %llu valid prefix: no room for a disjoint "
-                       "held-out set",
-                       T, kinds, (unsigned long long)total);
-    }
-
-    /* Held-out size: min(n_heldout, floor(total / 5)), raised to 1 when
-     * the 20 % cap floors to 0 (total in [2, 4]) and n_heldout > 0. */
-    uint64_t cap = d->total / 5;
-    if (cap == 0)
-        cap = 1;
-    d->n_held = (uint64_t)n_heldout < cap ? n_heldout : (int)cap;
-
-    if (d->n_held > 0) {
-        size_t bytes, slot_bytes;
-        size_t n_slots = 1;
-        while (n_slots < 2 * (size_t)d->n_held)
-            n_slots *= 2;
-        if (ba_mul_size((size_t)d->n_held, (size_t)T, &bytes) ||
-            ba_mul_size(n_slots, sizeof *d->slots, &slot_bytes)) {
-            int n = d->n_held;
-            free(d);
-            return ba_fail(err, BA_ERR_NOMEM, "held-out set of %d sequences is too large", n);
-        }
-        d->held = malloc(bytes);
-        d->slots = calloc(n_slots, sizeof *d->slots);
-        if (!d->held || !d->slots) {
-            int n = d->n_held;
-            free(d->held);
-            free(d->slots);
-            free(d);
-            return ba_fail(err, BA_ERR_NOMEM,
-                           "out of memory for a held-out set of %d sequences of length %d", n, T);
-        }
-        d->n_slots = n_slots;
-
-        /* Distinct uniform draws in generation order; at most 20 % of the
-         * space is taken (50 % for total <= 4) so rejection ends quickly. */
-        ba_rng rng;
-        ba_rng_seed(&rng, data_seed);
-        int have = 0;
-        while (have < d->n_held) {
-            uint8_t *s = d->held + (size_t)have * (size_t)T;
-            sample_prefix(d, &rng, s);
-            size_t slot = held_probe(d, s);
-            if (d->slots[slot] == 0) {
-                d->slots[slot] = (uint32_t)have + 1;
-                have++;
-            }
-        }
-    }
-    /* A tiny space can leave only sequences of opens (T = 2 draws "(("
-     * or "()"): no close, no target, an accuracy of 0 of 0. */
-    long closes = 0;
-    for (size_t i = 0; i < (size_t)d->n_held * (size_t)T; i++)
-        closes += d->held[i] % 2;
-    if (closes == 0) {
-        int n = d->n_held;
-        ba_dataset_free(d);
-        return ba_fail(err, BA_ERR_ARG,
-                       "the held-out set (%d sequence%s of T = %d, data seed %llu) holds no "
-                       "closing bracket: there is nothing to score; use a larger T or another "
-                       "data seed",
-                       n, n == 1 ? "" : "s", T, (unsigned long long)data_seed);
-    }
-    d->baseline = position_baseline(d);
-    *out = d;
-    return BA_OK;
-}
-
-int ba_brackets_max_T(int kinds)
-{
-    if (kinds < 1 || kinds > BR_MAX_KINDS)
-        return 0;
-    /* The count grows with T, so the first T from the top whose count fits
-     * is the largest. */
-    int T = BR_MAX_T;
-    while (T > 1 && ba_brackets_count(T, kinds) == UINT64_MAX)
-        T--;
-    return T;
-}
-
 void ba_dataset_free(ba_dataset *d)
 {
     if (!d)
@@ -565,6 +259,9 @@ void ba_dataset_free(ba_dataset *d)
     free(d->tokens);
     free(d->held);
     free(d->slots);
+    free(d->f);
+    free(d->p_open);
+    free(d->p_row);
     free(d);
 }
 
@@ -606,7 +303,13 @@ void ba_dataset_spec(const ba_dataset *d, ba_data_spec *spec)
         spec->vocab_size = d->vocab_size;
         memcpy(spec->vocab, d->vocab, (size_t)d->vocab_size);
     } else {
-        spec->kinds = d->kinds;
+        if (d->task == BA_TASK_BRACKETS) {
+            spec->kinds = d->kinds;
+            spec->max_depth = d->max_depth;
+        } else {
+            spec->recall_vocab = d->vocab_size;
+            spec->pairs = d->pairs;
+        }
         spec->n_heldout = d->n_heldout_req;
         spec->data_seed = d->data_seed;
     }
@@ -628,12 +331,10 @@ void ba_dataset_train_batch(const ba_dataset *d, ba_rng *rng, int B, int *inputs
                 in[t] = w[t];
                 tg[t] = w[t + 1];
             }
+        } else if (d->task == BA_TASK_RECALL) {
+            ba_recall_train_item(d, rng, in, tg);
         } else {
-            uint8_t s[BR_MAX_T];
-            do
-                sample_prefix(d, rng, s);
-            while (is_held(d, s));
-            fill_item(T, s, in, tg);
+            ba_brackets_train_item(d, rng, in, tg);
         }
     }
 }
@@ -656,8 +357,10 @@ void ba_dataset_eval_item(const ba_dataset *d, int idx, int *inputs, int *target
             inputs[t] = w[t];
             targets[t] = w[t + 1];
         }
+    } else if (d->task == BA_TASK_RECALL) {
+        ba_recall_eval_item(d, idx, inputs, targets);
     } else {
-        fill_item(T, d->held + (size_t)idx * (size_t)T, inputs, targets);
+        ba_brackets_eval_item(d, idx, inputs, targets);
     }
 }
 
@@ -668,7 +371,8 @@ void ba_dataset_sizes(const ba_dataset *d, uint64_t *train, uint64_t *eval)
         tr = d->n_train;
         ev = d->n_val;
     } else if (d) {
-        tr = d->total - (uint64_t)d->n_held;
+        /* a saturated total stays saturated: "2^64 or more" */
+        tr = d->total == UINT64_MAX ? UINT64_MAX : d->total - (uint64_t)d->n_held;
         ev = (uint64_t)d->n_held;
     }
     if (train)

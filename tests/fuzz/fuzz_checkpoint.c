@@ -68,8 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sspec.task == BA_TASK_BRACKETS && scfg.block_size <= 8 && sspec.n_heldout <= 64) {
         ba_dataset *d = NULL;
         ba_trainer *t = NULL;
-        if (ba_dataset_brackets(&d, scfg.block_size, sspec.kinds, sspec.n_heldout,
-                                sspec.data_seed, err) == BA_OK &&
+        if (ba_dataset_brackets_capped(&d, scfg.block_size, sspec.kinds, sspec.max_depth,
+                                       sspec.n_heldout, sspec.data_seed, err) == BA_OK &&
             ba_trainer_restore(&t, path, d, NULL, err) == BA_OK)
             ba_trainer_free(t);
         ba_dataset_free(d);

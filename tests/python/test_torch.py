@@ -27,11 +27,20 @@ def rand(*shape, dtype=torch.float64, scale=1.0, grad=True):
     return (scale * torch.randn(*shape, dtype=dtype)).requires_grad_(grad)
 
 
-def enumeration_attention(q, k, v, J, scale=None):
+def alibi_slopes(H):
+    """ALiBi's slopes for H heads (a power of two: 2^(-8 (h+1) / H)),
+    written here from the paper, independently of the library."""
+    assert H & (H - 1) == 0
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], dtype=torch.float64)
+
+
+def enumeration_attention(q, k, v, J, scale=None, alibi=False):
     """Boltzmann attention by summing every spin state of every query, in
     plain PyTorch (differentiable by autograd): for query i the keys
-    0..i are spins with fields scale q_i.k_j and couplings J_jk (j < k)."""
+    0..i are spins with fields scale q_i.k_j (less m_h (i - j) with ALiBi)
+    and couplings J_jk (j < k)."""
     B, H, T, d = q.shape
+    m = alibi_slopes(H).to(q.dtype) if alibi else torch.zeros(H, dtype=q.dtype)
     scale = 1.0 / d ** 0.5 if scale is None else scale
     if J.dim() == 2:  # relative: J_jk = J[dist - 1]
         D = J.shape[1]
@@ -46,6 +55,7 @@ def enumeration_attention(q, k, v, J, scale=None):
         n = i + 1
         S = torch.tensor(list(itertools.product([-1.0, 1.0], repeat=n)), dtype=q.dtype)
         h = scale * torch.einsum("bhd,bhjd->bhj", q[:, :, i], k[:, :, :n])  # (B,H,n)
+        h = h - m[None, :, None] * (i - torch.arange(n, dtype=q.dtype))[None, None, :]
         E = torch.einsum("bhj,sj->bhs", h, S) + torch.einsum("sj,hjk,sk->hs", S, Jt[:, :n, :n], S)
         p = torch.softmax(E, dim=-1)  # (B,H,2^n)
         w = torch.einsum("bhs,sj->bhj", p, (S > 0).to(q.dtype))
@@ -234,6 +244,60 @@ class Rope(unittest.TestCase):
             rope(torch.zeros(3, 5))
 
 
+class Alibi(unittest.TestCase):
+    """attention(..., alibi=True) against references written here: softmax
+    and sigmoid with the distance bias added to the scores in plain
+    PyTorch, boltzmann and coupling against the enumeration with biased
+    fields; gradcheck through the op; the module's refusal of rope and
+    alibi together."""
+
+    def test_softmax_and_sigmoid(self):
+        B, H, T, d = 2, 4, 9, 5
+        q, k, v = rand(B, H, T, d), rand(B, H, T, d), rand(B, H, T, d)
+        m = alibi_slopes(H)
+        dist = torch.arange(T)[:, None] - torch.arange(T)[None, :]
+        mask = dist < 0
+        h = q @ k.transpose(-1, -2) / d ** 0.5 - m[None, :, None, None] * dist
+        want = torch.softmax(h.masked_fill(mask, -torch.inf), -1) @ v
+        got = attention(q, k, v, None, "softmax", alibi=True)
+        self.assertLess((got - want).abs().max().item(), 1e-12)
+        w = torch.sigmoid(2 * h).masked_fill(mask, 0)
+        want = (w / w.sum(-1, keepdim=True)) @ v
+        got = attention(q, k, v, None, "sigmoid", alibi=True)
+        self.assertLess((got - want).abs().max().item(), 1e-12)
+        plain = attention(q, k, v, None, "softmax")
+        self.assertGreater((got - plain).abs().max().item(), 1e-3)  # not vacuous
+
+    def test_boltzmann_and_coupling(self):
+        B, H, T, d = 1, 2, 6, 3
+        q, k, v = rand(B, H, T, d), rand(B, H, T, d), rand(B, H, T, d)
+        J = rand(H, T, T, scale=0.5)
+        want = enumeration_attention(q, k, v, J, alibi=True)
+        for engine in ("reference", "fast", "band", "auto"):
+            got = boltzmann_attention(q, k, v, J, engine=engine, alibi=True)
+            self.assertLess((got - want).abs().max().item(), 1e-11, engine)
+        zero = torch.zeros(B, H, T, d, dtype=torch.float64)
+        want = enumeration_attention(zero, zero, v, J, alibi=True)
+        got = attention(q, k, v, J, "coupling", alibi=True)
+        self.assertLess((got - want).abs().max().item(), 1e-11)
+
+    def test_gradcheck(self):
+        B, H, T, d = 1, 2, 5, 3
+        q, k, v = rand(B, H, T, d), rand(B, H, T, d), rand(B, H, T, d)
+        Jr = rand(H, 2, scale=0.5)
+        for attn, J in (("softmax", None), ("boltzmann", Jr), ("coupling", Jr)):
+            f = (lambda a, b, c, j, at=attn: attention(a, b, c, j, at, band=2, alibi=True)) \
+                if J is not None else (lambda a, b, c, j, at=attn: attention(a, b, c, None, at,
+                                                                            alibi=True))
+            self.assertTrue(torch.autograd.gradcheck(f, (q, k, v, J)), attn)
+
+    def test_refusals(self):
+        with self.assertRaisesRegex(ValueError, "choose one"):
+            BoltzmannSelfAttention(8, 2, 6, rope=True, alibi=True)
+        q = rand(1, 1, 3, 2)
+        with self.assertRaisesRegex(TypeError, "alibi"):
+            attention(q, q, q, None, "softmax", alibi="yes")
+
 
 @unittest.skipIf(not CLI, "BOLTZATTN_CLI is not set (tests/python.sh sets it)")
 class AgainstCli(unittest.TestCase):
@@ -249,6 +313,13 @@ class AgainstCli(unittest.TestCase):
         ("charlm", ["--attn", "boltzmann", "--couplings", "relative", "--band", "3",
                     "--j-init-std", "0.5", "--heads", "2", "--pos-emb", "rope"]),
         ("charlm", ["--attn", "sigmoid", "--pos-emb", "rope", "--heads", "2"]),
+        ("charlm", ["--attn", "boltzmann", "--couplings", "relative", "--band", "3",
+                    "--j-init-std", "0.5", "--heads", "2", "--pos-emb", "alibi"]),
+        ("charlm", ["--attn", "softmax", "--pos-emb", "alibi", "--heads", "4"]),
+        ("brackets", ["--attn", "coupling", "--j-init-std", "0.5", "--pos-emb", "alibi"]),
+        # T = 8 holds two recall pairs and their two queries
+        ("recall", ["--attn", "boltzmann", "--pairs", "2", "--recall-vocab", "8",
+                    "--j-init-std", "0.5", "--layers", "2", "--heads", "2"]),
     ]
 
     def test_loss_and_gradients(self):

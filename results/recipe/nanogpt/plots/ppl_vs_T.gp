@@ -1,0 +1,20 @@
+# Written by boltzattn. Re-run from this directory: gnuplot ppl_vs_T.gp
+set encoding utf8
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,650 enhanced font "sans,11"
+} else {
+    set terminal png size 900,650 enhanced
+}
+set output '../ppl_vs_T.png'
+set xlabel "block size T (context length)"
+set grid
+set key outside right top vertical
+set bars small
+set xtics (64)
+set xrange [63:65]
+set title "charlm: validation perplexity vs T at C=128\nwith FFN\nmean ± sd over seeds (3 seeds, 2000 steps)"
+set ylabel "validation perplexity (lower is better)"
+unset logscale y
+set ytics autofreq
+set yrange [6.48946:6.57711]
+plot 'charlm_C128_ffn1_vs_T.dat' index 0 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced
