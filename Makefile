@@ -27,7 +27,7 @@ help:
 	@echo "make test   install build deps (root), build, run all tests (also under ASan+UBSan)"
 	@echo "make data   download Tiny Shakespeare to data/ and verify its sha256"
 	@echo "make reproduce PRESET=quick|full   the paper's comparisons (out/PRESET/report.md; OUT=DIR; MPI=N ranks; the plans: lab/presets.json)"
-	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long, results/converged; no training) and README.md's findings block"
+	@echo "make results-doc   regenerate docs/results.md from results/full (and results/long, results/converged, results/study; no training) and README.md's findings block"
 	@echo "make reproduce PRESET=converged   the headline cells on long budgets (hours; resumable)"
 	@echo "make reproduce PRESET=samplers   sampled training (DQA, Gibbs, SA) vs exact at T = 8"
 	@echo "make reproduce PRESET=long   long contexts: charlm at T = 64, 256, 1024 and length extrapolation"
@@ -205,6 +205,8 @@ results-doc: build
 	fi
 	if [ -d results/converged ]; then \
 	  $(LAB) report results/converged --preset converged --section-only >> docs/results.md.tmp; fi
+	if [ -d results/study ]; then \
+	  $(LAB) report results/study --preset study --section-only >> docs/results.md.tmp; fi
 	mv docs/results.md.tmp docs/results.md
 	if grep -q '^<!-- findings:begin -->$$' README.md; then \
 	  $(LAB) report --verdicts results --readme README.md; fi

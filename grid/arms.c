@@ -207,7 +207,8 @@ int lab_softmax_arm(const lab_grid *g)
             continue;
         if (lab_form_is_plain(&g->arms[a].form) && !lab_arm_sampled(&g->arms[a]))
             return a;
-        any = a;
+        if (any < 0) /* the grid's first softmax: the study's +RoPE, not its +ALiBi */
+            any = a;
     }
     return any;
 }

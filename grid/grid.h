@@ -177,8 +177,8 @@ typedef struct {
 } lab_grid;
 
 /* The arm every effect is measured against: the plain, exact softmax arm
- * (learned positions), else the last softmax arm of another form (e.g. a
- * grid of softmax without position embeddings only), or -1. */
+ * (learned positions), else the first softmax arm of another form (e.g. the
+ * study's softmax+RoPE before its +ALiBi), or -1. */
 int lab_softmax_arm(const lab_grid *g);
 
 /* grid.json of dir: written by ablate, read by the summaries and reports.

@@ -295,11 +295,11 @@ static int check_report(const checker *k, const char *at, const cJSON *pr)
     if (cJSON_IsNull(r))
         return 0;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(r, "sections");
-    static const char *const kinds[] = {"plain", "full", "long", "converged", NULL};
+    static const char *const kinds[] = {"plain", "full", "long", "converged", "study", NULL};
     static const char *const lists[] = {"paper_grids", "budget_grids", "ladder_grids",
                                         "width_grids", "grids", NULL};
     if (!cJSON_IsString(s) || !in_list(kinds, s->valuestring))
-        return bad(k, where, "\"sections\" must be plain, full, long or converged");
+        return bad(k, where, "\"sections\" must be plain, full, long, converged or study");
     cJSON_ArrayForEach(e, r)
     {
         char w2[300];

@@ -19,7 +19,7 @@
 static opt report_opts[] = {
     {"preset", "NAME", NULL,
      "the preset that made OUT, one of the presets file's with a report: quick, full, "
-     "converged, samplers or long", 0, 0},
+     "converged, samplers, long or study", 0, 0},
     {"presets", "FILE", "$BA_PRESETS, else the source tree's lab/presets.json",
      "the presets file (the presets' report grids and the paper's numbers)", 0, 0},
     {"link-prefix", "P", "none",
@@ -29,7 +29,7 @@ static opt report_opts[] = {
      "to its end with the section generated from OUT",
      0, 0},
     {"section-only", NULL, NULL,
-     "with --preset long or converged: only that preset's section, with its own generator "
+     "with --preset long, converged or study: only that preset's section, with its own generator "
      "line (make results-doc appends it to docs/results.md)", 0, 0},
     {"converged", "DIR", NULL,
      "with --preset full: the converged preset's grids in DIR give the 'Against the paper' "
@@ -44,15 +44,17 @@ static opt report_opts[] = {
 };
 static const command report_cmd = {
     "report",
-    "OUT --preset quick|full|converged|samplers|long [--link-prefix P] [--section-only]\n"
-    "                 [--converged DIR] [--verdicts ROOT] | OUT --samplers-doc DOC\n"
+    "OUT --preset quick|full|converged|samplers|long|study [--link-prefix P]\n"
+    "                 [--section-only] [--converged DIR] [--verdicts ROOT]\n"
+    "                 | OUT --samplers-doc DOC\n"
     "                 | --verdicts ROOT --readme FILE\n\n"
     "Writes the results report of OUT, the output directory of lab/reproduce.sh, to\n"
     "stdout as Markdown: every grid under OUT (a subdirectory with grid.json, written\n"
     "by 'boltzattn ablate'), its runs, summaries, convergence, figures and couplings;\n"
     "the full preset adds the headline rows and the comparisons with the paper (with\n"
-    "--converged, those rows of the converged preset's cells from its runs), the long\n"
-    "and converged presets their sections (--section-only: that section alone).\n"
+    "--converged, those rows of the converged preset's cells from its runs), the long,\n"
+    "converged and study presets their sections (--section-only: that section\n"
+    "alone; the study's: its ladders at equal steps and equal wall-clock compute).\n"
     "With --samplers-doc the section '## Training with sampled statistics' of DOC\n"
     "(from that line to the end) is regenerated from the grids of the samplers\n"
     "preset and DOC rewritten atomically. With --verdicts ROOT the full report opens\n"
@@ -344,8 +346,8 @@ typedef struct {
     const rep_grids *conv;
 } report_args;
 
-/* The report, or with section_only the long or converged preset's section
- * alone. */
+/* The report, or with section_only the long, converged or study preset's
+ * section alone. */
 static int write_report(const command *c, const report_args *a, const rep_grids *gs)
 {
     out_file o;
@@ -353,8 +355,10 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
         return 1;
     const char *kind = a->rp->sections;
     int code = 0, converged = strcmp(kind, "converged") == 0, lng = strcmp(kind, "long") == 0;
+    int study = strcmp(kind, "study") == 0;
     if (a->section_only)
         code = converged ? rep_converged_section(c, a->out, gs, &a->rp->grids, 1, o.f)
+               : study   ? rep_study_section(c, a->out, gs, &a->rp->grids, 1, o.f)
                          : rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f);
     else if ((code = header(c, a->out, a->preset, kind, gs, a->vroot, a->ps, o.f)) == 1)
         code = fail_lib(c, "out of memory", 1);
@@ -366,6 +370,8 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
         code = rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 0, o.f);
     if (!code && !a->section_only && converged)
         code = rep_converged_section(c, a->out, gs, &a->rp->grids, 0, o.f);
+    if (!code && !a->section_only && study)
+        code = rep_study_section(c, a->out, gs, &a->rp->grids, 0, o.f);
     for (int i = 0; i < gs->n && !code && !a->section_only; i++)
         code = grid_section(c, &gs->v[i], a->prefix, o.f);
     int bad = ferror(o.f);
@@ -399,8 +405,9 @@ static int check_preset(const command *c, const lab_presets *ps, const char *pre
         return usage_error(c, "unknown preset '%s' (%s)", preset, names);
     }
     const char *kind = rp->sections;
-    if (is_set(c, "section-only") && strcmp(kind, "long") != 0 && strcmp(kind, "converged") != 0)
-        return usage_error(c, "--section-only applies to --preset long or converged");
+    if (is_set(c, "section-only") && strcmp(kind, "long") != 0 &&
+        strcmp(kind, "converged") != 0 && strcmp(kind, "study") != 0)
+        return usage_error(c, "--section-only applies to --preset long, converged or study");
     if (get_str(c, "converged") && strcmp(kind, "full") != 0)
         return usage_error(c, "--converged applies to --preset full");
     if (get_str(c, "verdicts") && strcmp(kind, "full") != 0)
@@ -468,7 +475,7 @@ int cmd_report(int argc, char **argv)
     if (!doc && !preset)
         return usage_error(c, "option '--preset' (or '--samplers-doc') is required");
     if (is_set(c, "section-only") && !preset)
-        return usage_error(c, "--section-only applies to --preset long or converged");
+        return usage_error(c, "--section-only applies to --preset long, converged or study");
     if (get_str(c, "converged") && !preset)
         return usage_error(c, "--converged applies to --preset full");
     if (get_str(c, "converged") && !*get_str(c, "converged"))

@@ -46,6 +46,9 @@ int rep_cores(void);
  * machines its runs' records name with their run counts (and how many
  * records name none). 0, or 1 out of memory (nothing written). */
 int rep_machines(const rep_grids *gs, FILE *f);
+/* The opening of a preset's section made on its own: the generator line
+ * (out, today, the preset that ran the grids) and the machines line. */
+void rep_generated_by(const char *out, const char *preset, const rep_grids *gs, FILE *f);
 /* The grid's summary.md text with its first `skip` lines left out and
  * every "## " heading turned into `heading` followed by a space. 0, or 1
  * when out of memory (nothing written). */
@@ -126,6 +129,14 @@ const char *rep_paper_sign(const lab_refs *refs, int d);
 void rep_paper_pattern(const lab_refs *refs, char *buf, size_t n);
 int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f);
 
+/* report_common.c: a grid's extrapolation file (ablate --extrapolate's
+ * GRID/extrapolation.json; NULL when there is none, a damaged one is a
+ * warning; free with cJSON_Delete), and the entry of run `name` evaluated
+ * at T2 in its "entries" (of several, with other item counts, the one on
+ * the most windows; NULL when none). */
+cJSON *rep_extrapolation_read(const command *c, const rep_grid *x);
+const cJSON *rep_extrapolation_entry(const cJSON *entries, const char *name, int T2);
+
 /* report_long.c: the long-context section of the long preset's grids
  * under out (want: the preset's, named when missing): per T the arms
  * against softmax, learning curves, J by distance, length extrapolation;
@@ -134,6 +145,16 @@ int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f)
  * 0 or an exit code after printing. */
 int rep_long_section(const command *c, const char *out, const char *prefix, const rep_grids *gs,
                      const lab_names *want, int standalone, FILE *f);
+
+/* report_study.c: the study preset's section: its grids of one task, T
+ * and C at different budgets (a ladder) read at equal steps (each rung's
+ * arms against its reference, with the training time per run) and at
+ * equal wall-clock compute (each arm's rung against the reference's
+ * largest rung that took no longer per run). want: the preset's grids
+ * (others under out are left out). standalone: with its own generator
+ * line. 0 or an exit code after printing. */
+int rep_study_section(const command *c, const char *out, const rep_grids *gs,
+                      const lab_names *want, int standalone, FILE *f);
 
 /* The section "## Training with sampled statistics" of doc regenerated
  * from the grids of out, everything above the heading kept, written

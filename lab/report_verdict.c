@@ -139,8 +139,28 @@ typedef struct {
     unsigned char stuck_a[VD_MAX_SEEDS], stuck_b[VD_MAX_SEEDS];
 } vd_pairs;
 
-static void vd_gather(const rep_grid *x, int a, int b, int T, int C, int ffn, vd_pairs *p)
+/* Run name's perplexity evaluated at T2 in an extrapolation file's
+ * entries into *v: 0, or -1 when it has no finished entry there. */
+static int vd_extrap_value(const cJSON *entries, const char *name, int T2, double *v)
 {
+    const cJSON *e = rep_extrapolation_entry(entries, name, T2);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "status");
+    double x = rep_num(cJSON_GetObjectItemCaseSensitive(e, "at_T_eval"), "val_ppl");
+    if (!cJSON_IsString(st) || strcmp(st->valuestring, "done") != 0 || !isfinite(x))
+        return -1;
+    *v = x;
+    return 0;
+}
+
+/* The pairs of arms a and b in the cell (T, C, ffn) of x. T2 > 0: their
+ * values are the perplexities of the same models evaluated at T2 (the
+ * grid's extrapolation file), a pair without both is left out; the stuck
+ * flags stay those of the training metric (a run that failed to train). */
+static void vd_gather(const command *c, const rep_grid *x, int a, int b, int T, int C, int ffn,
+                      int T2, vd_pairs *p)
+{
+    cJSON *ex = T2 > 0 ? rep_extrapolation_read(c, x) : NULL;
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(ex, "entries");
     p->n = 0;
     for (int i = 0; i < x->cs.n && p->n < VD_MAX_SEEDS; i++) {
         const lab_cell *ca = &x->cs.cells[i];
@@ -149,11 +169,16 @@ static void vd_gather(const rep_grid *x, int a, int b, int T, int C, int ffn, vd
         const lab_cell *cb = lab_cells_find(&x->cs, b, T, C, ffn, ca->seed);
         if (!cb || !cb->run)
             continue;
+        double va = ca->run->value, vb = cb->run->value;
+        if (T2 > 0 && (vd_extrap_value(es, ca->run->name, T2, &va) ||
+                       vd_extrap_value(es, cb->run->name, T2, &vb)))
+            continue;
         int k = p->n++;
-        p->seed[k] = ca->seed, p->a[k] = ca->run->value, p->b[k] = cb->run->value;
+        p->seed[k] = ca->seed, p->a[k] = va, p->b[k] = vb;
         p->stuck_a[k] = (unsigned char)vd_stuck(x, a, T, C, ffn, ca->seed);
         p->stuck_b[k] = (unsigned char)vd_stuck(x, b, T, C, ffn, ca->seed);
     }
+    cJSON_Delete(ex);
 }
 
 /* The mean paired effect and its 95 % interval over the pairs of p that
@@ -304,7 +329,7 @@ static void vd_within(const command *c, const rep_grid *x, const int ab[2], int 
  * shared seeds at both, its change per doubling against the top
  * interval's half-width. */
 static void vd_settle(vd_cache *k, const cJSON *ladder, const rep_grid *top, const vd_pairs *tp,
-                      const char *const spec[2], const int sk[2], int T, int C, int ffn,
+                      const char *const spec[2], const int sk[2], const int cell[4],
                       double half, rep_vrow *r)
 {
     const rep_grid *best = NULL;
@@ -325,7 +350,7 @@ static void vd_settle(vd_cache *k, const cJSON *ladder, const rep_grid *top, con
         int b = vd_arm(&x->g, spec[1], BA_SAMPLER_EXACT, 0);
         if (a < 0 || b < 0)
             continue;
-        vd_gather(x, a, b, T, C, ffn, cur);
+        vd_gather(k->c, x, a, b, cell[0], cell[1], cell[2], cell[3], cur);
         double e1, l1, h1;
         if (vd_effect(x->g.task, cur, keep_shared, tp, &e1, &l1, &h1) < 2)
             continue;
@@ -376,7 +401,7 @@ static const lab_run *vd_run(const rep_grid *x, int arm, int T, int C, int ffn, 
 /* The stuck column: the flagged runs of the top cell (arms ab, cell
  * T, C, ffn) and the verdict without them. */
 static void vd_stuck_text(const command *c, const rep_grid *x, const vd_pairs *p,
-                          const char *const spec[2], const int ab[2], const int cell[3], int kind,
+                          const char *const spec[2], const int ab[2], const int cell[4], int kind,
                           double pv, int s, rep_vrow *r)
 {
     int k = 0;
@@ -385,8 +410,10 @@ static void vd_stuck_text(const command *c, const rep_grid *x, const vd_pairs *p
         for (int w = 0; w < 2; w++) {
             if (!(w ? p->stuck_b[i] : p->stuck_a[i]))
                 continue;
-            double v = lab_shown(x->g.task, w ? p->b[i] : p->a[i]);
+            /* the training metric that flagged it (an extrapolation row's
+             * values are at another T) */
             const lab_run *run = vd_run(x, ab[w], cell[0], cell[1], cell[2], p->seed[i]);
+            double v = lab_shown(x->g.task, run ? run->value : w ? p->b[i] : p->a[i]);
             char ev[96] = "";
             if (run)
                 vd_evals(c, run, ev, sizeof ev);
@@ -428,26 +455,71 @@ static const char *vd_metric(ba_task t)
                                : "accuracy, points (higher is better)";
 }
 
-/* One claim on an effect between two arms. 0, or -1 when the claim is
- * malformed. */
+/* The grid a claim is read at: of its grid and its ladder's rungs, the
+ * one with the most steps whose cell (T, C, ffn, T_eval: cell) pairs the
+ * two arms on every seed of the grid (the largest budget run so far); of
+ * none, the one with the most steps that pairs them on a seed at least;
+ * else its own grid when it exists. Its pairs into p, its arms into ab (-1: not in
+ * it), the claim's path of it into *path. NULL: no grid at all. */
+static const rep_grid *vd_pick(vd_cache *k, const char *grid, const cJSON *ladder,
+                               const char *const spec[2], ba_sampler_kind kind, int shots,
+                               const int cell[4], vd_pairs *p, int ab[2], const char **path)
+{
+    const rep_grid *best = NULL, *top = vd_grid(k, grid);
+    vd_pairs *cur = malloc(sizeof *cur);
+    const cJSON *e = ladder ? ladder->child : NULL;
+    int best_full = 0;
+    *path = grid, p->n = 0;
+    for (const char *at = grid; at;) {
+        const rep_grid *x = vd_grid(k, at);
+        int a = x ? vd_arm(&x->g, spec[0], kind, shots) : -1;
+        int b = x ? vd_arm(&x->g, spec[1], BA_SAMPLER_EXACT, 0) : -1;
+        if (cur && a >= 0 && b >= 0) {
+            vd_gather(k->c, x, a, b, cell[0], cell[1], cell[2], cell[3], cur);
+            /* a cell still training (fewer pairs than the grid's seeds)
+             * yields to a finished one at a smaller budget */
+            int full = cur->n >= x->g.nseeds;
+            if (cur->n > 0 && (!best || full > best_full ||
+                               (full == best_full && x->g.train.steps > best->g.train.steps)))
+                best = x, best_full = full, *p = *cur, ab[0] = a, ab[1] = b, *path = at;
+        }
+        for (at = NULL; e && !at; e = e->next)
+            if (cJSON_IsString(e))
+                at = e->valuestring;
+    }
+    free(cur);
+    if (!best && top) {
+        ab[0] = vd_arm(&top->g, spec[0], kind, shots);
+        ab[1] = vd_arm(&top->g, spec[1], BA_SAMPLER_EXACT, 0);
+    }
+    return best ? best : top;
+}
+
+/* One claim on an effect between two arms (with "extrapolate": T2, of a
+ * charlm grid's models evaluated at T2, from its extrapolation file). 0,
+ * or -1 when the claim is malformed. */
 static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
 {
-    int T, C, ffn, shots = 0;
+    int T, C, ffn, shots = 0, T2 = 0;
     const char *spec[2] = {vd_str(cl, "arm"), vd_str(cl, "vs")}, *grid = vd_str(cl, "grid");
     const char *smp = vd_str(cl, "sampler");
     ba_sampler_kind kind = BA_SAMPLER_EXACT;
     char err[256];
     if (!grid || !spec[0] || !spec[1] || vd_int(cl, "T", &T) || vd_int(cl, "C", &C) ||
         vd_int(cl, "ffn", &ffn) || !(r->same_info = vd_str(cl, "same_info")) ||
-        (smp && (ba_sampler_parse(smp, &kind, err) != BA_OK || vd_int(cl, "shots", &shots))))
+        (smp && (ba_sampler_parse(smp, &kind, err) != BA_OK || vd_int(cl, "shots", &shots))) ||
+        (cJSON_HasObjectItem(cl, "extrapolate") && (vd_int(cl, "extrapolate", &T2) || T2 <= T)))
         return -1;
-    r->cell_grid = grid;
     if (smp)
         snprintf(r->arms, sizeof r->arms, "%s trained and evaluated with %s (%d shots) vs exact %s",
                  spec[0], smp, shots, spec[1]);
     else
         snprintf(r->arms, sizeof r->arms, "%s vs %s", spec[0], spec[1]);
-    const rep_grid *x = vd_grid(k, grid);
+    const cJSON *ladder = cJSON_GetObjectItemCaseSensitive(cl, "ladder");
+    const int cell[4] = {T, C, ffn, T2};
+    vd_pairs pairs, *p = &pairs;
+    int ab[2] = {-1, -1};
+    const rep_grid *x = vd_pick(k, grid, ladder, spec, kind, shots, cell, p, ab, &r->cell_grid);
     int pk, s;
     double pv;
     /* without records the claim's own "task" (optional) names the cell */
@@ -457,38 +529,33 @@ static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
         task = x->g.task;
     else if (!ctask || ba_task_parse(ctask, &task, NULL) != BA_OK)
         ctask = NULL;
+    /* extrapolation files hold perplexities */
     if (vd_paper(cJSON_GetObjectItemCaseSensitive(cl, "paper"), task, &pk, &pv, &s,
-                 &r->paper_text))
+                 &r->paper_text) ||
+        (T2 > 0 && task != BA_TASK_CHARLM))
         return -1;
-    snprintf(r->cell, sizeof r->cell, "%s, T = %d, C = %d, %s FFN",
-             x || ctask ? ba_task_name(task) : "?", T, C, ffn ? "with" : "without");
+    char at[48] = "";
+    if (T2 > 0)
+        snprintf(at, sizeof at, " evaluated at T = %d", T2);
+    snprintf(r->cell, sizeof r->cell, "%s, T = %d%s, C = %d, %s FFN",
+             x || ctask ? ba_task_name(task) : "?", T, at, C, ffn ? "with" : "without");
     r->word = "not yet measured";
     snprintf(r->ours, sizeof r->ours, "no records");
     snprintf(r->settled, sizeof r->settled, "no records");
     snprintf(r->stuck, sizeof r->stuck, "no records");
     r->metric = x ? vd_metric(task) : "";
-    int a = x ? vd_arm(&x->g, spec[0], kind, shots) : -1;
-    int b = x ? vd_arm(&x->g, spec[1], BA_SAMPLER_EXACT, 0) : -1;
-    vd_pairs *p = malloc(sizeof *p);
-    if (a < 0 || b < 0 || !p) {
-        free(p);
-        return 0;
-    }
-    vd_gather(x, a, b, T, C, ffn, p);
-    r->n = vd_effect(task, p, NULL, NULL, &r->eff, &r->lo, &r->hi);
+    r->n = ab[0] < 0 || ab[1] < 0 ? 0 : vd_effect(task, p, NULL, NULL, &r->eff, &r->lo, &r->hi);
     if (r->n > 0) {
         const int sk[2] = {(int)kind, shots};
         r->measured = 1, r->steps = x->g.train.steps;
         fmt_eff(task, r->eff, r->lo, r->hi, r->ours, sizeof r->ours);
         r->word = vd_word(pk, pv, s, r->lo, r->hi);
-        const int ab[2] = {a, b}, cell[3] = {T, C, ffn};
-        vd_settle(k, cJSON_GetObjectItemCaseSensitive(cl, "ladder"), x, p, spec, sk, T, C, ffn,
-                  (r->hi - r->lo) / 2, r);
-        if (strncmp(r->settled, "not settled: one budget", 23) == 0)
+        vd_settle(k, ladder, x, p, spec, sk, cell, (r->hi - r->lo) / 2, r);
+        /* the movement within the runs is of the training metric, at T */
+        if (strncmp(r->settled, "not settled: one budget", 23) == 0 && T2 == 0)
             vd_within(k->c, x, ab, T, C, ffn, r);
         vd_stuck_text(k->c, x, p, spec, ab, cell, pk, pv, s, r);
     }
-    free(p);
     return 0;
 }
 
@@ -612,7 +679,8 @@ static int vd_build(vd_cache *k, const lab_presets *ps, rep_vrows *rs)
         }
         if (bad)
             return usage_error(k->c, "%s: verdicts.claims[%d] is malformed (claim, grid or "
-                                     "couplings, T, C, ffn, arm, vs, paper, same_info)",
+                                     "couplings, T, C, ffn, arm, vs, paper, same_info; extrapolate: a "
+                                     "longer T of a charlm grid)",
                                ps->path, i);
         i++;
     }

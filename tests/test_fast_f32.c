@@ -185,11 +185,71 @@ static void test_f32_thread_count(void **state)
 #endif
 }
 
+/* A batch the float products cannot trust (a spin with h = -40: its
+ * marginal numerator, e^-80 ~ 1.8e-35 of the partition sum, is below the
+ * float threshold 2^(16+24) FLT_MIN ~ 1.3e-26 at n = 16, far above the
+ * double one) runs on the context's double-product twin: forward and
+ * backward give the very bits of a context with double products, and no
+ * query reaches the reference (which would give other last bits, and
+ * cost 2^16 patterns a query). A batch the float products trust stays on
+ * them (its bits differ from the double context's). */
+static void test_f32_untrusted_batch_runs_double(void **state)
+{
+    (void)state;
+    enum { B = 3, T = 16 };
+    size_t TT = (size_t)T * T, n = (size_t)B * TT;
+    double *buf = calloc(7 * n + 3 * TT, sizeof(double));
+    assert_non_null(buf);
+    double *h = buf, *g = h + n, *l[2] = {g + n, g + 2 * n}, *dh[2] = {g + 3 * n, g + 4 * n};
+    double *J = g + 5 * n, *dJ[2] = {J + TT, J + 2 * TT};
+    ba_rng r;
+    ba_rng_seed(&r, 91);
+    fill(&r, CAT_RANDOM1, B, T, h, J, g);
+    char err[BA_ERR_LEN];
+    for (int extreme = 1; extreme >= 0; extreme--) {
+        if (extreme) /* key 5 of the last query of item 1 */
+            h[TT + (size_t)(T - 1) * T + 5] = -40.0;
+        else
+            h[TT + (size_t)(T - 1) * T + 5] = 0.5;
+        for (int k = 0; k < 2; k++) { /* 0: float products, 1: double */
+            memset(dh[k], 0, sizeof(double) * n), memset(dJ[k], 0, sizeof(double) * TT);
+            ba_engine_ctx *c = ba_engine_ctx_new();
+            assert_non_null(c);
+            ba_engine_ctx_set_f32(c, k == 0);
+            assert_int_equal(ba_engine_forward_fast(c, B, T, h, J, T, l[k], err), BA_OK);
+            assert_int_equal(ba_engine_ctx_fallbacks(c), 0);
+            assert_int_equal(ba_engine_backward_fast(c, B, T, h, J, T, g, dh[k], dJ[k], err),
+                             BA_OK);
+            ba_engine_ctx_free(c);
+        }
+        int same = memcmp(l[0], l[1], sizeof(double) * n) == 0 &&
+                   memcmp(dh[0], dh[1], sizeof(double) * n) == 0 &&
+                   memcmp(dJ[0], dJ[1], sizeof(double) * TT) == 0;
+        assert_int_equal(same, extreme);
+    }
+    /* the extreme marginal itself, against the reference enumeration */
+    h[TT + (size_t)(T - 1) * T + 5] = -40.0;
+    double *lr = calloc(n, sizeof(double));
+    assert_non_null(lr);
+    ba_engine_ctx *c = ba_engine_ctx_new();
+    assert_non_null(c);
+    ba_engine_ctx_set_f32(c, 1);
+    assert_int_equal(ba_engine_forward_fast(c, B, T, h, J, T, l[0], err), BA_OK);
+    ba_engine_ctx_free(c);
+    assert_int_equal(ba_ref_forward(B, T, h, J, T, lr, err), BA_OK);
+    size_t at = TT + (size_t)(T - 1) * T + 5;
+    assert_true(lr[at] < -75.0);
+    assert_true(fabs(l[0][at] - lr[at]) <= 1e-9 * fabs(lr[at]));
+    free(lr);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f32_against_reference),
         cmocka_unit_test(test_f32_thread_count),
+        cmocka_unit_test(test_f32_untrusted_batch_runs_double),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,6 +85,7 @@ void ba_engine_ctx_free(ba_engine_ctx *c)
         return;
     free_store(c);
     free_scratch(c);
+    ba_engine_ctx_free(c->dbl);
     free(c);
 }
 
@@ -97,6 +98,8 @@ void ba_engine_ctx_set_f32(ba_engine_ctx *c, int on)
     /* the buffers differ by precision, and so would the stored forward */
     free_store(c);
     free_scratch(c);
+    ba_engine_ctx_free(c->dbl);
+    c->dbl = NULL, c->fwd_dbl = 0;
     c->f32 = !!on;
 }
 
@@ -313,7 +316,7 @@ static long forward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
     long fb = 0;
     for (int q = 0; q < Q; q++)
         fb += !v.valid[q];
-    if (fb && logw) {
+    if (fb && logw && !c->defer_ref) {
         double *work_ref = malloc(sizeof(double) << n);
         if (!work_ref)
             return -1;
@@ -486,6 +489,8 @@ static int backward_n(ba_engine_ctx *c, int n, int Q, const double *h, size_t hs
 /* The forward proper: kernels of every n kept in c for the backward. */
 static int forward_kernels(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
                            int ldj, double *logw, char *err);
+static int forward_batch(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
+                         int ldj, double *logw, char *err);
 
 int ba_engine_forward_fast(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
                            int ldj, double *logw, char *err)
@@ -494,7 +499,7 @@ int ba_engine_forward_fast(ba_engine_ctx *c, int B, int T, const double *h, cons
         /* Zero fields: P(s) = P(-s), so every marginal is exactly 1/2
          * whatever J is (the coupling variant), and no kernel is needed.
          * The reference still enumerates: the tests hold this against it. */
-        c->fwd_B = c->fwd_T = 0;
+        c->fwd_B = c->fwd_T = 0, c->fwd_dbl = 0;
         c->fallbacks = 0;
         for (long q = 0; logw && q < (long)B * T; q++) {
             int i = (int)(q % T);
@@ -503,6 +508,43 @@ int ba_engine_forward_fast(ba_engine_ctx *c, int B, int T, const double *h, cons
         }
         return BA_OK;
     }
+    return forward_batch(c, B, T, h, J, ldj, logw, err);
+}
+
+/* The forward of a batch. f32: a batch holding queries the float products
+ * cannot trust runs again on the twin context with double products, whose
+ * trust threshold (1e-280) leaves only the truly extreme queries to the
+ * reference enumeration, 2^n patterns each: a trained brackets model at
+ * T = 16 whose attention had sharpened (marginals below ~1e-26) sent so
+ * many queries there that a step slowed from 200/s to about 1/s. The
+ * twin keeps its forward for the backward of the same batch. Without room
+ * for the twin's buffers the float pass's untrusted queries go to the
+ * reference, as before. */
+static int forward_batch(ba_engine_ctx *c, int B, int T, const double *h, const double *J,
+                         int ldj, double *logw, char *err)
+{
+    c->fwd_dbl = 0;
+    c->defer_ref = c->f32;
+    int rc = forward_kernels(c, B, T, h, J, ldj, logw, err);
+    c->defer_ref = 0;
+    if (rc || !c->f32 || c->fallbacks == 0)
+        return rc;
+    if (!c->dbl)
+        c->dbl = ba_engine_ctx_new();
+    rc = BA_ERR_NOMEM;
+    if (c->dbl) {
+        c->dbl->stop = c->stop;
+        rc = forward_kernels(c->dbl, B, T, h, J, ldj, logw, err);
+        c->dbl->stop = NULL;
+    }
+    if (rc == BA_OK) {
+        c->fwd_dbl = 1, c->fallbacks = c->dbl->fallbacks;
+        return BA_OK;
+    }
+    if (rc != BA_ERR_NOMEM)
+        return rc;
+    ba_engine_ctx_free(c->dbl);
+    c->dbl = NULL;
     return forward_kernels(c, B, T, h, J, ldj, logw, err);
 }
 
@@ -545,8 +587,14 @@ int ba_engine_backward_fast(ba_engine_ctx *c, int B, int T, const double *h, con
         return BA_OK;
     /* Without the forward of this very batch, build the state first. */
     if (c->fwd_B != B || c->fwd_T != T) {
-        if ((rc = forward_kernels(c, B, T, h, J, ldj, NULL, err)))
+        if ((rc = forward_batch(c, B, T, h, J, ldj, NULL, err)))
             return rc;
+    }
+    if (c->fwd_dbl) { /* the batch's forward ran on the double twin */
+        c->dbl->stop = c->stop;
+        rc = ba_engine_backward_fast(c->dbl, B, T, h, J, ldj, g, dh, dJ, err);
+        c->dbl->stop = NULL;
+        return rc;
     }
     if ((rc = ensure(c, T, B, 1, err)))
         return rc;

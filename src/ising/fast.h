@@ -49,6 +49,12 @@ struct ba_engine_ctx {
      * interface sets it for a call): polled before each n's kernels */
     const ba_stop *stop;
     long fallbacks;
+    /* f32 only: the twin with double products that a batch holding queries
+     * the float products cannot trust runs on instead (made on first
+     * need), whether the stored forward is the twin's, and whether the
+     * float pass leaves those queries to the twin (no reference) */
+    struct ba_engine_ctx *dbl;
+    int fwd_dbl, defer_ref;
     /* scratch, sized for cap_T, cap_Q and the thread count */
     int cap_threads, has_bwd;
     double *eA, *eB; // (NAmax), (NBmax) half coupling energies

@@ -50,7 +50,10 @@ ba_engine_ctx *ba_engine_ctx_new(void);
 void ba_engine_ctx_free(ba_engine_ctx *c);
 /* Queries of the last forward that the fast engine handed to the reference
  * path because their sums fell below its trust threshold (1e-280 with
- * double products, 2^(n+24) FLT_MIN ~ 1e-31 at n = 20 with float ones). */
+ * double products, 2^(n+24) FLT_MIN ~ 1e-31 at n = 20 with float ones).
+ * With float products a batch holding such queries runs again with double
+ * products first; this counts those the double products could not trust
+ * either. */
 long ba_engine_ctx_fallbacks(const ba_engine_ctx *c);
 /* Products of the fast engine in float32 (on) or double (off, the
  * default): the float model's attention core sets it on, the double one
