@@ -155,7 +155,8 @@ static void vd_findings(const rep_vrows *rs, const char *root, FILE *f)
         }
         fprintf(f, "- **%s**: %s, %s, %s: ", r->word, r->claim, r->cell, r->arms);
         if (r->measured)
-            fprintf(f, "%s (%s; %d seeds, %ld steps; %s)", r->ours, r->metric, r->n, r->steps,
+            fprintf(f, "%s (%s; %d seed%s, %ld steps; %s)", r->ours, r->metric, r->n,
+                    r->n == 1 ? "" : "s", r->steps,
                     strncmp(r->settled, "settled", 7) == 0 ? "settled" : "not settled");
         else
             fprintf(f, "no records");
