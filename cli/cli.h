@@ -178,6 +178,9 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
     {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt",                                 \
      "charlm text file (a regular file of at most 1 GiB)", 0, 0},                            \
     {"kinds", "N", "1", "brackets: bracket kinds", 0, 0},                                    \
+    {"max-depth", "D", "none",                                                               \
+     "brackets: only prefixes nested at most D deep, drawn uniformly among those (uncapped "  \
+     "ones reach a depth of about sqrt(T))", 0, 0},                                          \
     {"heldout", "N", "2000",                                                                 \
      "brackets, recall: held-out sequences (1 to 20% of all sequences)", 0, 0},             \
     {"data-seed", "N", "1234", "brackets, recall: seed of the held-out set", 0, 0},          \

@@ -447,6 +447,14 @@ int parse_shared_opts(const command *c, ba_task task, ba_engine arm_engine, mode
         (rc = get_int(c, "eval-items", 1, INT_MAX, &s->eval_items)) ||
         (rc = get_int(c, "log-every", 1, INT_MAX, &s->log_every)))
         return rc;
+    if ((is_set(c, "recall-vocab") || is_set(c, "pairs")) && task != BA_TASK_RECALL)
+        return usage_error(c, "--%s is for --task recall",
+                           is_set(c, "pairs") ? "pairs" : "recall-vocab");
+    if (is_set(c, "max-depth") && task != BA_TASK_BRACKETS)
+        return usage_error(c, "--max-depth is for --task brackets");
+    if (is_set(c, "max-depth") &&
+        (rc = get_int(c, "max-depth", 1, BA_MAX_BLOCK, &m->data.max_depth)))
+        return rc;
     if (is_set(c, "warmup") && (rc = get_long(c, "warmup", 0, s->steps, &s->warmup)))
         return rc;
     if (is_set(c, "eval-every") && (rc = get_int(c, "eval-every", 0, INT_MAX, &s->eval_every)))

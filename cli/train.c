@@ -359,9 +359,6 @@ static opt train_opts[64] = {
      "every variant). A model without learned ones runs at any T: eval --T",
      0, 0},
     SHARED_TRAIN_OPTS,
-    {"max-depth", "D", "none",
-     "brackets: only prefixes nested at most D deep, drawn uniformly among those (uncapped "
-     "ones reach a depth of about sqrt(T))", 0, 0},
     {"j-init-std", "X", "0", "std of the initial couplings J (0 = start at sigmoid)", 0, 0},
     {"seed", "N", "1", "seed of initialisation and batch order", 0, 0},
     {"out", "DIR", "runs/TASK-ATTN-T<T>[-SAMPLER-S<S>]-s<SEED>", "output directory", 0, 0},
@@ -685,14 +682,6 @@ int cmd_train(int argc, char **argv)
     if ((rc = parse_shared_opts(c, task, BA_ENGINE_AUTO, &mo, &s)) ||
         (rc = get_double(c, "j-init-std", 0, 100, &s.j_init_std)) ||
         (rc = get_u64(c, "seed", &s.seed)) || (rc = train_config(c, task, &mo, &cfg)))
-        return rc;
-    if ((is_set(c, "recall-vocab") || is_set(c, "pairs")) && task != BA_TASK_RECALL)
-        return usage_error(c, "--%s is for --task recall",
-                           is_set(c, "pairs") ? "pairs" : "recall-vocab");
-    if (is_set(c, "max-depth") && task != BA_TASK_BRACKETS)
-        return usage_error(c, "--max-depth is for --task brackets");
-    if (is_set(c, "max-depth") &&
-        (rc = get_int(c, "max-depth", 1, BA_MAX_BLOCK, &mo.data.max_depth)))
         return rc;
     if (is_set(c, "out") && (rc = check_out_dir(c, get_str(c, "out"))))
         return rc;

@@ -173,7 +173,10 @@ static cJSON *grid_object(const lab_grid *g)
          cJSON_AddNumberToObject(o, "kinds", g->data.kinds) &&
          cJSON_AddNumberToObject(o, "n_heldout", g->data.n_heldout) &&
          cJSON_AddStringToObject(o, "data_seed", dseed);
-    /* only in recall grids, so the others' grid.json stay as they were */
+    /* only in recall grids and capped brackets grids, so the others'
+     * grid.json stay as they were */
+    if (ok && g->task == BA_TASK_BRACKETS && g->data.max_depth > 0)
+        ok = cJSON_AddNumberToObject(o, "max_depth", g->data.max_depth) != NULL;
     if (ok && g->task == BA_TASK_RECALL)
         ok = cJSON_AddNumberToObject(o, "recall_vocab", g->data.recall_vocab) &&
              cJSON_AddNumberToObject(o, "pairs", g->data.pairs);
@@ -350,6 +353,13 @@ static int grid_from(const cJSON *o, lab_grid *g, const char **bad)
         int val = (int)x->valuedouble;
         memcpy((char *)g + ints[i].off, &val, sizeof val);
     }
+    /* a depth cap: brackets grids, absent when there is none */
+    x = cJSON_GetObjectItemCaseSensitive(o, "max_depth");
+    if (x && (g->task != BA_TASK_BRACKETS || !cJSON_IsNumber(x) ||
+              x->valuedouble != floor(x->valuedouble) || x->valuedouble < 1 ||
+              x->valuedouble > BA_MAX_BLOCK))
+        return *bad = "max_depth", -1;
+    g->data.max_depth = x ? (int)x->valuedouble : 0;
     x = cJSON_GetObjectItemCaseSensitive(o, "engine");
     if (!cJSON_IsString(x) || ba_engine_parse(x->valuestring, &g->engine, NULL))
         return *bad = "engine", -1;

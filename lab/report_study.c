@@ -15,10 +15,16 @@
 
 #define ST_MAX_RUNGS 16
 
-/* One family: its grids by steps, ascending. */
+#define ST_MAX_ARMS 64
+
+/* One family: its grids by steps, ascending, and the union of their arms
+ * (a grid may hold an arm the others do not: the study's hybrid arm has a
+ * grid of its own at the first rung), the largest rung's first. */
 typedef struct {
     const rep_grid *g[ST_MAX_RUNGS];
     int n;
+    const lab_arm *arm[ST_MAX_ARMS];
+    int narm;
 } st_family;
 
 static int same_arm(const lab_arm *a, const lab_arm *b)
@@ -34,6 +40,33 @@ static int arm_in(const rep_grid *x, const lab_arm *want)
         if (same_arm(&x->g.arms[a], want))
             return a;
     return -1;
+}
+
+/* The family's arms: every arm of its rungs once, from the largest rung
+ * down. */
+static void family_arms(st_family *fm)
+{
+    fm->narm = 0;
+    for (int k = fm->n - 1; k >= 0; k--)
+        for (int a = 0; a < fm->g[k]->g.narms; a++) {
+            const lab_arm *x = &fm->g[k]->g.arms[a];
+            int seen = 0;
+            for (int i = 0; i < fm->narm && !seen; i++)
+                seen = same_arm(fm->arm[i], x);
+            if (!seen && fm->narm < ST_MAX_ARMS)
+                fm->arm[fm->narm++] = x;
+        }
+}
+
+/* Whether rung k repeats arm w at a budget an earlier rung of the family
+ * already shows it at (two grids of one budget: the hybrid's grid holds a
+ * copy of its reference's runs). */
+static int shown_before(const st_family *fm, int k, const lab_arm *w)
+{
+    for (int j = 0; j < k; j++)
+        if (fm->g[j]->g.train.steps == fm->g[k]->g.train.steps && arm_in(fm->g[j], w) >= 0)
+            return 1;
+    return 0;
 }
 
 /* Whether grid x belongs in the family whose first grid is y. */
@@ -118,8 +151,8 @@ static const char *reading(ba_task t, double lo, double hi)
     return better ? "better" : worse ? "worse" : "not resolved";
 }
 
-/* The equal-steps table of one family at ffn: every arm of its last
- * grid, each rung that holds it. */
+/* The equal-steps table of one family at ffn: every arm of the family,
+ * each rung that holds it (once per budget). */
 static void equal_steps(const st_family *fm, int ffn, FILE *f)
 {
     const rep_grid *top = fm->g[fm->n - 1];
@@ -128,12 +161,13 @@ static void equal_steps(const st_family *fm, int ffn, FILE *f)
                "| arm | steps | runs | %s | vs the reference [95 %% CI] | minutes per run | "
                "ms per step |\n|---|---|---|---|---|---|---|\n",
             t == BA_TASK_CHARLM ? "val perplexity" : "accuracy %");
-    for (int a = 0; a < top->g.narms; a++) {
+    for (int a = 0; a < fm->narm; a++) {
         char label[160];
-        lab_arm_label(&top->g.arms[a], label, sizeof label);
+        lab_arm_label(fm->arm[a], label, sizeof label);
         for (int k = 0; k < fm->n; k++) {
             const rep_grid *x = fm->g[k];
-            int ax = arm_in(x, &top->g.arms[a]), rx = lab_softmax_arm(&x->g);
+            int ax = shown_before(fm, k, fm->arm[a]) ? -1 : arm_in(x, fm->arm[a]),
+                rx = lab_softmax_arm(&x->g);
             st_cell s = ax >= 0 ? cell_of(x, ax, ffn) : (st_cell){0, 0, 0, 0};
             if (s.n == 0)
                 continue;
@@ -171,14 +205,14 @@ static void equal_compute(const st_family *fm, int ffn, FILE *f)
                "| arm | steps, minutes per run | reference steps, minutes per run | effect "
                "[95 %% CI] | seeds | reading |\n|---|---|---|---|---|---|\n",
             rlabel);
-    for (int a = 0; a < top->g.narms; a++) {
-        if (a == ref)
+    for (int a = 0; a < fm->narm; a++) {
+        if (same_arm(fm->arm[a], &top->g.arms[ref]))
             continue;
         char label[160];
-        lab_arm_label(&top->g.arms[a], label, sizeof label);
+        lab_arm_label(fm->arm[a], label, sizeof label);
         for (int k = 0; k < fm->n; k++) {
             const rep_grid *x = fm->g[k];
-            int ax = arm_in(x, &top->g.arms[a]);
+            int ax = shown_before(fm, k, fm->arm[a]) ? -1 : arm_in(x, fm->arm[a]);
             st_cell s = ax >= 0 ? cell_of(x, ax, ffn) : (st_cell){0, 0, 0, 0};
             if (s.n == 0)
                 continue;
@@ -214,7 +248,8 @@ static void equal_compute(const st_family *fm, int ffn, FILE *f)
 static int by_steps(const void *pa, const void *pb)
 {
     const rep_grid *a = *(const rep_grid *const *)pa, *b = *(const rep_grid *const *)pb;
-    return (a->g.train.steps > b->g.train.steps) - (a->g.train.steps < b->g.train.steps);
+    int d = (a->g.train.steps > b->g.train.steps) - (a->g.train.steps < b->g.train.steps);
+    return d ? d : strcmp(a->name, b->name); /* one budget: by name, so the order is fixed */
 }
 
 int rep_study_section(const command *c, const char *out, const rep_grids *gs,
@@ -237,13 +272,14 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
         const rep_grid *x0 = &gs->v[i];
         if (done[i] || !wanted(x0, want) || x0->g.nT != 1 || x0->g.nC != 1)
             continue;
-        st_family fm = {{0}, 0};
+        st_family fm = {{0}, 0, {0}, 0};
         for (int j = i; j < gs->n && fm.n < ST_MAX_RUNGS; j++) {
             const rep_grid *y = &gs->v[j];
             if (!done[j] && wanted(y, want) && y->g.nT == 1 && y->g.nC == 1 && same_family(y, x0))
                 fm.g[fm.n++] = y, done[j] = 1;
         }
         qsort(fm.g, (size_t)fm.n, sizeof fm.g[0], by_steps);
+        family_arms(&fm);
         for (int fi = 0; fi < x0->g.nffn; fi++) {
             int ffn = x0->g.ffn[fi];
             fprintf(f, "### %s, T = %d, C = %d, %s FFN (", ba_task_name(x0->g.task), x0->g.T[0],

@@ -61,5 +61,35 @@ expect 2 "max_depth 1 has only 1 valid prefix" -- \
 expect 2 "--T: 4097 is out of range [1, 4096]" -- "$BIN" train --task brackets --attn softmax --T 4097 --out x
 [ ! -e x ] && ok || bad "a refused train left x"
 
+# the cap in a grid: ablate --max-depth records it in grid.json and every
+# run, evaluates the capped held-out set (the cell's accuracy is the
+# run's eval), refuses to resume the grid under another cap, and a grid
+# without one keeps grid.json free of the key
+"$BIN" ablate --task brackets --attn softmax --T 64 --embd 8 --seeds 1 --steps 10 --batch 4 \
+    --heldout 50 --eval-items 50 --max-depth 3 --out gcap >/dev/null 2>&1 &&
+    grep -q "\"max_depth\":${S}3" gcap/grid.json &&
+    grep -q "\"max_depth\":${S}3" gcap/runs/brackets-T64-C8-ffn1-softmax-s1/run.json &&
+    ok || bad "ablate --max-depth 3: grid.json and run.json do not both carry the cap"
+# eval (which rebuilds the held-out set from the checkpoint's cap) gives
+# the run's own accuracy: the run was evaluated on the capped set
+acc=$(python3 -c "import json, sys; print('%.2f' % (100 * json.load(open(sys.argv[1]))['result']['val_acc']))" \
+    gcap/runs/brackets-T64-C8-ffn1-softmax-s1/run.json 2>/dev/null)
+[ -n "$acc" ] && eval_of gcap/runs/brackets-T64-C8-ffn1-softmax-s1 | grep -q "^eval: accuracy $acc %" &&
+    ok || bad "ablate --max-depth 3: eval's accuracy is not the run's ($acc)"
+expect 2 "'max_depth' is 3 there, 4 asked now" -- \
+    "$BIN" ablate --task brackets --attn softmax --T 64 --embd 8 --seeds 1 --steps 10 --batch 4 \
+    --heldout 50 --eval-items 50 --max-depth 4 --out gcap
+"$BIN" ablate --out gcap --summary-only >/dev/null 2>&1 && ok || bad "a capped grid does not read back"
+cp -r gcap gbad && sed -i 's/"max_depth":[[:space:]]*3/"max_depth": 0.5/' gbad/grid.json
+expect 2 "grid.json: bad or missing field 'max_depth'" -- "$BIN" ablate --out gbad --summary-only
+"$BIN" ablate --task brackets --attn softmax --T 8 --embd 8 --seeds 1 --steps 5 --batch 4 \
+    --heldout 8 --eval-items 8 --out gfree >/dev/null 2>&1 && ! grep -q max_depth gfree/grid.json &&
+    ok || bad "an uncapped grid's grid.json has max_depth (or the grid failed)"
+expect 2 "--max-depth is for --task brackets" -- \
+    "$BIN" ablate --task recall --attn softmax --T 64 --max-depth 4 --out gx
+expect 2 "--pairs is for --task recall" -- \
+    "$BIN" ablate --task brackets --attn softmax --T 64 --pairs 4 --out gx
+[ ! -e gx ] && ok || bad "a refused ablate left gx"
+
 echo "dyck: $pass passed, $failed failed"
 [ "$failed" -eq 0 ]
