@@ -91,6 +91,15 @@ int rep_verdicts(const rep_grid *x, const char *prefix, const char *note,
 /* The effect column of a verdict row (eff, n bytes: the effect with its
  * interval, "one pair" or "missing"), its verdict and the note on the
  * paper's value ("" when there is none); every string but eff static. */
+/* The mean of s and its 95 % Student-t interval in *e, *lo, *hi (NAN
+ * mean with no values, NAN bounds under two); returns the count. */
+int rep_interval(const ba_running *s, double *e, double *lo, double *hi);
+
+/* An effect as the tables print it into buf (cap bytes): "+1.23 %
+ * [+0.50, +2.00]" (charlm: % of perplexity; else points, no unit), or
+ * "+1.23 % (one pair)" where lo is NAN. */
+void rep_fmt_effect(ba_task t, double e, double lo, double hi, char *buf, size_t cap);
+
 void rep_effect_text(ba_task task, const lab_effect_row *r, char *eff, size_t n,
                      const char **verdict, const char **paper);
 

@@ -239,18 +239,36 @@ static int covered(const rep_grids *over, ba_task task, int T, int C, int ffn)
     return 0;
 }
 
+int rep_interval(const ba_running *s, double *e, double *lo, double *hi)
+{
+    *e = s->n ? s->mean : NAN, *lo = *hi = NAN;
+    if (s->n >= 2) {
+        double h = ba_t975((int)s->n - 1) * ba_running_sd(s) / sqrt((double)s->n);
+        *lo = s->mean - h, *hi = s->mean + h;
+    }
+    return (int)s->n;
+}
+
+void rep_fmt_effect(ba_task t, double e, double lo, double hi, char *buf, size_t cap)
+{
+    const char *u = t == BA_TASK_CHARLM ? " %" : "";
+    if (isnan(lo))
+        snprintf(buf, cap, "%+.2f%s (one pair)", e, u);
+    else
+        snprintf(buf, cap, "%+.2f%s [%+.2f, %+.2f]", e, u, lo, hi);
+}
+
 void rep_effect_text(ba_task task, const lab_effect_row *r, char *eff, size_t n,
                      const char **verdict, const char **paper)
 {
     int pct = task == BA_TASK_CHARLM;
-    const char *unit = pct ? " %" : "";
     snprintf(eff, n, "missing");
     *verdict = "not measured", *paper = "";
+    if (!isnan(r->effect))
+        rep_fmt_effect(task, r->effect, r->lo, r->hi, eff, n);
     if (!isnan(r->effect) && isnan(r->lo)) {
-        snprintf(eff, n, "%+.2f%s (one pair)", r->effect, unit);
         *verdict = "too few seeds";
     } else if (!isnan(r->effect)) {
-        snprintf(eff, n, "%+.2f%s [%+.2f, %+.2f]", r->effect, unit, r->lo, r->hi);
         int better = pct ? -1 : 1; /* lower perplexity is better */
         *verdict = r->lo > 0 || r->hi < 0 ? (r->effect * better > 0 ? "better than softmax"
                                                                      : "worse than softmax")

@@ -121,23 +121,15 @@ static int paired(const rep_grid *x, int a, const rep_grid *y, int b, int ffn, d
         if (r && r->run)
             ba_running_add(&s, lab_effect(x->g.task, c->run->value, r->run->value));
     }
-    *e = s.n ? s.mean : NAN, *lo = *hi = NAN;
-    if (s.n >= 2) {
-        double h = ba_t975((int)s.n - 1) * ba_running_sd(&s) / sqrt((double)s.n);
-        *lo = s.mean - h, *hi = s.mean + h;
-    }
-    return (int)s.n;
+    return rep_interval(&s, e, lo, hi);
 }
 
 static void fmt_effect(ba_task t, int n, double e, double lo, double hi, char *buf, size_t cap)
 {
-    const char *u = t == BA_TASK_CHARLM ? " %" : "";
     if (n == 0)
         snprintf(buf, cap, "-");
-    else if (isnan(lo))
-        snprintf(buf, cap, "%+.2f%s (one pair)", e, u);
     else
-        snprintf(buf, cap, "%+.2f%s [%+.2f, %+.2f]", e, u, lo, hi);
+        rep_fmt_effect(t, e, lo, hi, buf, cap);
 }
 
 /* The reading of an interval: lower perplexity, higher accuracy is

@@ -20,6 +20,7 @@
 
 #define VD_MAX_SEEDS 256
 #define VD_MAX_ROOTS 16
+#define VD_MAX_EXTRAP 64
 
 /* The output directories under ROOT loaded so far (full, converged, ...). */
 typedef struct {
@@ -34,6 +35,11 @@ typedef struct {
     const lab_refs *refs;
     vd_root v[VD_MAX_ROOTS];
     int n;
+    /* the extrapolation files read so far, by grid (read once, however
+     * many claims and rungs ask) */
+    const rep_grid *ex_grid[VD_MAX_EXTRAP];
+    cJSON *ex[VD_MAX_EXTRAP];
+    int nex;
 } vd_cache;
 
 /* What a claim's paper side is. */
@@ -71,6 +77,25 @@ static void vd_cache_free(vd_cache *k)
     for (int i = 0; i < k->n; i++)
         if (k->v[i].ok)
             rep_grids_free(&k->v[i].gs);
+    for (int i = 0; i < k->nex; i++)
+        cJSON_Delete(k->ex[i]);
+}
+
+/* The entries of grid x's extrapolation file (NULL: none), kept in the
+ * cache; past VD_MAX_EXTRAP grids one is read for the call into *spare,
+ * which the caller deletes. */
+static const cJSON *vd_extrap_entries(vd_cache *k, const rep_grid *x, cJSON **spare)
+{
+    *spare = NULL;
+    for (int i = 0; i < k->nex; i++)
+        if (k->ex_grid[i] == x)
+            return cJSON_GetObjectItemCaseSensitive(k->ex[i], "entries");
+    cJSON *ex = rep_extrapolation_read(k->c, x);
+    if (k->nex < VD_MAX_EXTRAP)
+        k->ex_grid[k->nex] = x, k->ex[k->nex++] = ex;
+    else
+        *spare = ex;
+    return cJSON_GetObjectItemCaseSensitive(ex, "entries");
 }
 
 /* The arm of g that spec (an ablate --arm spec) with sampler kind and
@@ -156,11 +181,11 @@ static int vd_extrap_value(const cJSON *entries, const char *name, int T2, doubl
  * values are the perplexities of the same models evaluated at T2 (the
  * grid's extrapolation file), a pair without both is left out; the stuck
  * flags stay those of the training metric (a run that failed to train). */
-static void vd_gather(const command *c, const rep_grid *x, int a, int b, int T, int C, int ffn,
+static void vd_gather(vd_cache *k, const rep_grid *x, int a, int b, int T, int C, int ffn,
                       int T2, vd_pairs *p)
 {
-    cJSON *ex = T2 > 0 ? rep_extrapolation_read(c, x) : NULL;
-    const cJSON *es = cJSON_GetObjectItemCaseSensitive(ex, "entries");
+    cJSON *ex = NULL;
+    const cJSON *es = T2 > 0 ? vd_extrap_entries(k, x, &ex) : NULL;
     p->n = 0;
     for (int i = 0; i < x->cs.n && p->n < VD_MAX_SEEDS; i++) {
         const lab_cell *ca = &x->cs.cells[i];
@@ -191,12 +216,7 @@ static int vd_effect(ba_task task, const vd_pairs *p, vd_keep keep, const void *
     for (int i = 0; i < p->n; i++)
         if (!keep || keep(p, i, arg))
             ba_running_add(&s, lab_effect(task, p->a[i], p->b[i]));
-    *e = s.n ? s.mean : NAN, *lo = *hi = NAN;
-    if (s.n >= 2) {
-        double h = ba_t975((int)s.n - 1) * ba_running_sd(&s) / sqrt((double)s.n);
-        *lo = s.mean - h, *hi = s.mean + h;
-    }
-    return (int)s.n;
+    return rep_interval(&s, e, lo, hi);
 }
 
 static int keep_unstuck(const vd_pairs *p, int i, const void *arg)
@@ -242,15 +262,6 @@ static const char *vd_word(int kind, double p, int s, double lo, double hi)
 /* +1 when a better first arm raises the effect (accuracy points), -1 when
  * it lowers it (% of perplexity). */
 static int better_sign(ba_task t) { return t == BA_TASK_CHARLM ? -1 : 1; }
-
-static void fmt_eff(ba_task t, double e, double lo, double hi, char *buf, size_t n)
-{
-    const char *u = t == BA_TASK_CHARLM ? " %" : "";
-    if (isnan(lo))
-        snprintf(buf, n, "%+.2f%s (one pair)", e, u);
-    else
-        snprintf(buf, n, "%+.2f%s [%+.2f, %+.2f]", e, u, lo, hi);
-}
 
 /* The paper's side of a claim: kind, number and side (see vd_word). 0,
  * or -1 when the object is not one of the three forms. */
@@ -350,7 +361,7 @@ static void vd_settle(vd_cache *k, const cJSON *ladder, const rep_grid *top, con
         int b = vd_arm(&x->g, spec[1], BA_SAMPLER_EXACT, 0);
         if (a < 0 || b < 0)
             continue;
-        vd_gather(k->c, x, a, b, cell[0], cell[1], cell[2], cell[3], cur);
+        vd_gather(k, x, a, b, cell[0], cell[1], cell[2], cell[3], cur);
         double e1, l1, h1;
         if (vd_effect(x->g.task, cur, keep_shared, tp, &e1, &l1, &h1) < 2)
             continue;
@@ -429,7 +440,7 @@ static void vd_stuck_text(const command *c, const rep_grid *x, const vd_pairs *p
     double e, lo, hi;
     char eff[96];
     int n = vd_effect(x->g.task, p, keep_unstuck, NULL, &e, &lo, &hi);
-    fmt_eff(x->g.task, e, lo, hi, eff, sizeof eff);
+    rep_fmt_effect(x->g.task, e, lo, hi, eff, sizeof eff);
     if (at < sizeof r->stuck)
         snprintf(r->stuck + at, sizeof r->stuck - at, "; without: %s, %d seeds, %s", eff, n,
                  vd_word(kind, pv, s, lo, hi));
@@ -475,7 +486,7 @@ static const rep_grid *vd_pick(vd_cache *k, const char *grid, const cJSON *ladde
         int a = x ? vd_arm(&x->g, spec[0], kind, shots) : -1;
         int b = x ? vd_arm(&x->g, spec[1], BA_SAMPLER_EXACT, 0) : -1;
         if (cur && a >= 0 && b >= 0) {
-            vd_gather(k->c, x, a, b, cell[0], cell[1], cell[2], cell[3], cur);
+            vd_gather(k, x, a, b, cell[0], cell[1], cell[2], cell[3], cur);
             /* a cell still training (fewer pairs than the grid's seeds)
              * yields to a finished one at a smaller budget */
             int full = cur->n >= x->g.nseeds;
@@ -548,7 +559,7 @@ static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
     if (r->n > 0) {
         const int sk[2] = {(int)kind, shots};
         r->measured = 1, r->steps = x->g.train.steps;
-        fmt_eff(task, r->eff, r->lo, r->hi, r->ours, sizeof r->ours);
+        rep_fmt_effect(task, r->eff, r->lo, r->hi, r->ours, sizeof r->ours);
         r->word = vd_word(pk, pv, s, r->lo, r->hi);
         vd_settle(k, ladder, x, p, spec, sk, cell, (r->hi - r->lo) / 2, r);
         /* the movement within the runs is of the training metric, at T */

@@ -365,12 +365,7 @@ static int check_args(int T, int kinds, int max_depth, int n_heldout, char *err)
                        "max_depth = %d must be at least 1 (or 0 for no depth cap)", max_depth);
     /* Without a held-out set an evaluation would score nothing and report
      * "0 of 0" as if it were a result. */
-    if (n_heldout < 1)
-        return ba_fail(err, BA_ERR_ARG,
-                       "n_heldout = %d: the held-out set must hold at least 1 sequence (it is "
-                       "what evaluation scores)",
-                       n_heldout);
-    return BA_OK;
+    return ba_held_check_count(n_heldout, err);
 }
 
 int ba_brackets_build(ba_dataset **out, int T, int kinds, int max_depth, int n_heldout,

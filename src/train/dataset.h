@@ -64,6 +64,9 @@ struct ba_dataset {
 size_t ba_held_probe(const ba_dataset *d, const uint8_t *s);
 /* 1 when s (T tokens) is one of the held-out sequences. */
 int ba_held_contains(const ba_dataset *d, const uint8_t *s);
+/* BA_ERR_ARG naming n_heldout when it is under 1 (evaluation scores the
+ * held-out set: it must hold a sequence), else BA_OK. */
+int ba_held_check_count(int n_heldout, char *err);
 /* Allocates d->held (n, d->T) and an empty slot table of at least 2n
  * entries; sets d->n_held = n. BA_ERR_NOMEM (nothing allocated) on
  * failure. */

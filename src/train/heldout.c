@@ -39,6 +39,16 @@ int ba_held_contains(const ba_dataset *d, const uint8_t *s)
     return d->n_held > 0 && d->slots[ba_held_probe(d, s)] != 0;
 }
 
+int ba_held_check_count(int n_heldout, char *err)
+{
+    if (n_heldout < 1)
+        return ba_fail(err, BA_ERR_ARG,
+                       "n_heldout = %d: the held-out set must hold at least 1 sequence (it is "
+                       "what evaluation scores)",
+                       n_heldout);
+    return BA_OK;
+}
+
 int ba_held_alloc(ba_dataset *d, int n, char *err)
 {
     size_t bytes, slot_bytes;

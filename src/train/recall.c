@@ -123,12 +123,7 @@ static int recall_check(int T, int vocab, int pairs, int n_heldout, char *err)
                        "positions and at least as many query pairs must follow (T >= 4*pairs)",
                        T, 4 * pairs, BA_MAX_BLOCK, pairs, pairs, 2 * pairs);
     /* Without a held-out set an evaluation would score nothing. */
-    if (n_heldout < 1)
-        return ba_fail(err, BA_ERR_ARG,
-                       "n_heldout = %d: the held-out set must hold at least 1 sequence (it is "
-                       "what evaluation scores)",
-                       n_heldout);
-    return BA_OK;
+    return ba_held_check_count(n_heldout, err);
 }
 
 int ba_dataset_recall(ba_dataset **out, int T, int vocab, int pairs, int n_heldout,
