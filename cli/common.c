@@ -439,6 +439,7 @@ int parse_shared_opts(const command *c, ba_task task, ba_engine arm_engine, mode
         (rc = get_double(c, "min-lr", 0, 1, &s->min_lr_frac)) ||
         (rc = get_double(c, "weight-decay", 0, 10, &s->opt.weight_decay)) ||
         (rc = get_double(c, "clip", 0, 1e9, &s->opt.grad_clip)) ||
+        (rc = get_double(c, "init-std", 1e-6, 1, &s->init_std)) ||
         (rc = get_int(c, "kinds", 1, 4, &m->data.kinds)) ||
         (rc = get_int(c, "heldout", 1, 1 << 24, &m->data.n_heldout)) ||
         (rc = get_u64(c, "data-seed", &m->data.data_seed)) ||

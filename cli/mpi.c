@@ -350,7 +350,7 @@ static const char *const key_opts[][2] = {
     {"recall_vocab", "recall-vocab"}, {"pairs", "pairs"},
     {"field_bias", "field-bias"}, {"band_precision", "band-precision"},
     {"weight_decay", "weight-decay"},
-    {"j_init_std", "j-init-std"}, {"eval_every", "eval-every"}, {"eval_items", "eval-items"},
+    {"j_init_std", "j-init-std"}, {"init_std", "init-std"}, {"eval_every", "eval-every"}, {"eval_items", "eval-items"},
     {"log_every", "log-every"}, {"save_every", "save-every"}, {"max_iter", "max-iter"},
     {"arms", "attn/arm"}, {"task", "task"}, {"attn", "attn"}, {"engine", "engine"},
     {"couplings", "couplings"}, {"band", "band"}, {"kinds", "kinds"}, {"window", "window"},

@@ -320,6 +320,12 @@ const ba_config *ba_model_config(const ba_model *m);
  * scaled by 1/sqrt(2L), zero biases, unit LayerNorm gains. J is zero, or
  * N(0, j_init_std) on its used (j<k) entries when j_init_std > 0. */
 void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std);
+/* The same with N(0, init_std) weights (residual projections
+ * init_std/sqrt(2L)) in place of 0.02: at 0.02, the same draws bit for bit.
+ * A small model may need more than GPT-2's 0.02, whose width it was chosen
+ * for (docs/cli.md, "recall"). init_std > 0 (the caller checks: the
+ * trainer's settings validate it). */
+void ba_model_init_weights_std(ba_model *m, ba_rng *rng, double init_std, double j_init_std);
 
 size_t ba_model_num_params(const ba_model *m);
 ba_real *ba_model_params(ba_model *m); /* (P) owned by the model */

@@ -34,6 +34,9 @@ extern "C" {
  * time. The same seed, build and thread count give bit-identical runs,
  * resumed or not. */
 
+/* GPT-2's std of the initial weights, the default of init_std below. */
+#define BA_INIT_STD 0.02
+
 typedef struct {
     long steps;         /* optimisation steps of the whole run */
     long warmup;        /* linear warmup steps, then cosine decay */
@@ -41,6 +44,9 @@ typedef struct {
     double lr;          /* peak learning rate */
     double min_lr_frac; /* final learning rate as a fraction of lr */
     double j_init_std;  /* std of the initial couplings J (0: J = 0) */
+    double init_std;    /* std of the initial embeddings and weight matrices
+                           (GPT-2's 0.02; residual projections that over
+                           sqrt(2 layers)) */
     uint64_t seed;      /* the weights, the batch stream and the sampler
                            stream are all derived from it */
     ba_adamw opt;
@@ -52,7 +58,8 @@ typedef struct {
 } ba_train_settings;
 
 /* The command line's defaults for a run of `steps` steps: batch 32, lr
- * 3e-3 down to 10 %, warmup 5 % of the steps, J = 0 at start, seed 1,
+ * 3e-3 down to 10 %, warmup 5 % of the steps, weights N(0, 0.02) and J = 0
+ * at start, seed 1,
  * ba_adamw_default, an evaluation of 512 items and a save point every 10 %
  * of the steps, a train record every 10 steps. */
 ba_train_settings ba_train_settings_default(long steps);

@@ -175,7 +175,8 @@ static int same_training(const lab_run *a, const lab_run *b)
     const ba_train_settings *s = &a->info.settings, *t = &b->info.settings;
     same = same && s->steps == t->steps && s->warmup == t->warmup && s->batch == t->batch &&
            s->lr == t->lr && s->min_lr_frac == t->min_lr_frac &&
-           s->j_init_std == t->j_init_std && s->opt.beta1 == t->opt.beta1 &&
+           s->j_init_std == t->j_init_std && s->init_std == t->init_std &&
+           s->opt.beta1 == t->opt.beta1 &&
            s->opt.beta2 == t->opt.beta2 && s->opt.eps == t->opt.eps &&
            s->opt.weight_decay == t->opt.weight_decay && s->opt.grad_clip == t->opt.grad_clip;
     char ha[128], hb[128];

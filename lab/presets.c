@@ -25,7 +25,7 @@ static const char *const ablate_keys[] = {
     "log_every", "data",  "threads",  "engine",   "layers",    "heads",      "share_from",
     "sampler", "shots",   "sa_sweeps", "warmup",  "weight_decay", "clip",   "window",
     "damping", "tol",     "max_iter", "kinds",    "heldout",   "data_seed",  "recall_vocab",
-    "pairs",  NULL};
+    "pairs",  "init_std", NULL};
 static const char *const extrap_keys[] = {"extrapolate", "extrapolate_items", "batch", "data",
                                           "threads", NULL};
 

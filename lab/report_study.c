@@ -25,6 +25,7 @@ typedef struct {
     int n;
     const lab_arm *arm[ST_MAX_ARMS];
     int narm;
+    int left_rungs, left_arms; /* past the limits above: named under the heading */
 } st_family;
 
 static int same_arm(const lab_arm *a, const lab_arm *b)
@@ -53,8 +54,12 @@ static void family_arms(st_family *fm)
             int seen = 0;
             for (int i = 0; i < fm->narm && !seen; i++)
                 seen = same_arm(fm->arm[i], x);
-            if (!seen && fm->narm < ST_MAX_ARMS)
+            if (seen)
+                continue;
+            if (fm->narm < ST_MAX_ARMS)
                 fm->arm[fm->narm++] = x;
+            else
+                fm->left_arms++;
         }
 }
 
@@ -264,11 +269,17 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
         const rep_grid *x0 = &gs->v[i];
         if (done[i] || !wanted(x0, want) || x0->g.nT != 1 || x0->g.nC != 1)
             continue;
-        st_family fm = {{0}, 0, {0}, 0};
-        for (int j = i; j < gs->n && fm.n < ST_MAX_RUNGS; j++) {
+        st_family fm = {{0}, 0, {0}, 0, 0, 0};
+        for (int j = i; j < gs->n; j++) {
             const rep_grid *y = &gs->v[j];
-            if (!done[j] && wanted(y, want) && y->g.nT == 1 && y->g.nC == 1 && same_family(y, x0))
-                fm.g[fm.n++] = y, done[j] = 1;
+            if (done[j] || !wanted(y, want) || y->g.nT != 1 || y->g.nC != 1 ||
+                !same_family(y, x0))
+                continue;
+            done[j] = 1;
+            if (fm.n < ST_MAX_RUNGS)
+                fm.g[fm.n++] = y;
+            else
+                fm.left_rungs++;
         }
         qsort(fm.g, (size_t)fm.n, sizeof fm.g[0], by_steps);
         family_arms(&fm);
@@ -279,6 +290,10 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
             for (int k = 0; k < fm.n; k++)
                 fprintf(f, "%s`%s`", k ? ", " : "", fm.g[k]->name);
             fprintf(f, ")\n\n");
+            if (fm.left_rungs || fm.left_arms)
+                fprintf(f, "Not shown: %d more grid(s) of this family and %d more arm(s), past "
+                           "this section's limits of %d grids and %d arms a family.\n\n",
+                        fm.left_rungs, fm.left_arms, ST_MAX_RUNGS, ST_MAX_ARMS);
             equal_steps(&fm, ffn, f);
             equal_compute(&fm, ffn, f);
         }

@@ -20,10 +20,14 @@ expect 0 "--recall-vocab" -- "$BIN" train --help
 expect 0 "charlm|brackets|recall" -- "$BIN" ablate --help
 [ ! -e "$TMP/x" ] && ok || bad "a refused run left its directory"
 
-# --- softmax learns it: the final accuracy is well above chance (2/16 =
-# 12.5 %), and eval reproduces it exactly
+# --- softmax learns the lookup: two layers (a lookup needs two attention
+# steps), rotary positions and weights of std 0.1 (GPT-2's 0.02 sits on the
+# no-lookup floor here: docs/cli.md, "recall") reach far above the 61 % a
+# model gets that knows the context's values but not which key holds which;
+# eval reproduces the final accuracy exactly
 R="$TMP/rc"
-"$BIN" train --task recall --attn softmax --T 32 --pairs 4 --recall-vocab 16 --steps 300 \
+"$BIN" train --task recall --attn softmax --T 32 --pairs 4 --recall-vocab 16 --layers 2 --heads 2 \
+    --pos-emb rope --init-std 0.1 --batch 16 --steps 400 --warmup 150 --threads 1 \
     --out "$R" >"$TMP/train.out" 2>"$TMP/train.err"
 [ $? = 0 ] && ok || bad "recall training failed: $(cat "$TMP/train.err")"
 grep -q "recall: vocabulary 16, 4 pairs, .* held out; chance 12.50 %" "$TMP/train.err" && ok ||
@@ -33,8 +37,11 @@ eval_acc=$("$BIN" eval --ckpt "$R/model.safetensors" 2>/dev/null |
     sed -n 's/^eval: accuracy \([0-9.]*\) %  ([0-9]* of 24000 queried values in 2000 held-out sequences).*/\1/p')
 if [ -n "$train_acc" ] && [ "$train_acc" = "$eval_acc" ]; then ok; else
     bad "eval accuracy '$eval_acc' differs from train's '$train_acc' ($(cat "$TMP/train.out"))"; fi
-awk -v a="${eval_acc:-0}" 'BEGIN { exit !(a > 25) }' && ok ||
-    bad "recall accuracy ${eval_acc:-none} % after 300 steps is not above 25 % (chance 12.5 %)"
+awk -v a="${eval_acc:-0}" 'BEGIN { exit !(a > 90) }' && ok ||
+    bad "recall accuracy ${eval_acc:-none} % after 400 steps is not above 90 % (no-lookup floor 61 %)"
+grep -q '"init_std":[[:space:]]*0.1' "$R/run.json" && ok || bad "run.json lacks init_std 0.1"
+expect 2 "--init-std: 0 is out of range" -- "$BIN" train --task recall --attn softmax --init-std 0 --out "$TMP/x"
+expect 2 "--init-std: 2 is out of range" -- "$BIN" ablate --task recall --attn softmax --init-std 2 --out "$TMP/x"
 grep -q '"task":[[:space:]]*"recall"' "$R/run.json" && grep -q '"recall_vocab":[[:space:]]*16' "$R/run.json" &&
     grep -q '"pairs":[[:space:]]*4' "$R/run.json" && grep -q '"val_acc"' "$R/run.json" && ok ||
     bad "run.json lacks the recall data description"

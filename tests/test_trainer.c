@@ -682,7 +682,31 @@ static void test_settings(void **state)
     assert_string_equal(data, "some/text.txt");
     assert_true(r.seed == s.seed && r.lr == s.lr && r.steps == s.steps && r.batch == s.batch);
     assert_true(fabs(r.min_lr_frac - s.min_lr_frac) < 1e-15);
+    /* GPT-2's init std is left out of the text (records made before the
+     * setting existed read the same) and read back as 0.02 */
+    assert_null(strstr(j, "\"init_std\""));
+    assert_true(r.init_std == BA_INIT_STD && s.init_std == 0.02);
     free(data), free(j);
+    s.init_std = 0.125;
+    j = ba_train_settings_to_json(&s, NULL);
+    assert_non_null(strstr(j, "\"init_std\":0.125"));
+    assert_int_equal(ba_train_settings_from_json(j, &r, NULL, err), BA_OK);
+    assert_true(r.init_std == 0.125);
+    free(j);
+    assert_int_equal(ba_train_settings_from_json(
+                         "{\"steps\":5,\"batch\":2,\"lr\":0.1,\"min_lr\":0.01,\"warmup\":0,"
+                         "\"weight_decay\":0,\"beta1\":0.9,\"beta2\":0.99,\"clip\":1,"
+                         "\"j_init_std\":0,\"init_std\":\"big\",\"seed\":\"1\",\"eval_every\":0,"
+                         "\"eval_items\":1,\"log_every\":1,\"save_every\":0}",
+                         &r, NULL, err),
+                     BA_ERR_FORMAT);
+    assert_non_null(strstr(err, "'init_std' is not a number"));
+    for (int i = 0; i < 3; i++) {
+        ba_train_settings t = ba_train_settings_default(1000);
+        t.init_std = (double[]){0.0, -0.1, 1.5}[i];
+        assert_int_equal(ba_train_settings_validate(&t, err), BA_ERR_ARG);
+        assert_non_null(strstr(err, "init_std = "));
+    }
     static const struct {
         const char *field;
         double value;
@@ -768,6 +792,50 @@ static void test_records(void **state)
     assert_int_equal(ba_record_from_json("not json", &b, err), BA_ERR_FORMAT);
 }
 
+/* ba_model_init_weights_std draws what ba_model_init_weights draws, scaled:
+ * at 0.02 the same bits, at 0.1 five times every weight (to float's
+ * rounding), LayerNorm gains 1 and biases 0 either way. */
+static void test_init_std(void **state)
+{
+    (void)state;
+    char err[BA_ERR_LEN];
+    ba_dataset *d;
+    if (ba_dataset_brackets(&d, 8, 1, 64, 1234, err))
+        fail_msg("dataset: %s", err);
+    ba_config cfg = ba_config_default(BA_ATTN_SOFTMAX, 8);
+    ba_config_set_data(&cfg, d);
+    cfg.n_embd = 16, cfg.n_head = 2, cfg.n_layer = 2;
+    ba_model *m[3];
+    for (int i = 0; i < 3; i++) {
+        if (ba_model_init(&m[i], &cfg, err))
+            fail_msg("model: %s", err);
+        ba_rng r;
+        ba_rng_seed(&r, 3);
+        if (i == 0)
+            ba_model_init_weights(m[i], &r, 0.0);
+        else
+            ba_model_init_weights_std(m[i], &r, i == 1 ? 0.02 : 0.1, 0.0);
+    }
+    size_t P = ba_model_num_params(m[0]), scaled = 0;
+    const ba_real *a = ba_model_params(m[0]), *b = ba_model_params(m[1]),
+                  *c = ba_model_params(m[2]); // (P) each
+    assert_memory_equal(a, b, P * sizeof(ba_real));
+    for (size_t i = 0; i < P; i++) {
+        if (a[i] == 0 || a[i] == 1) { /* biases, LayerNorm gains */
+            assert_true(c[i] == a[i]);
+            continue;
+        }
+        if (fabs((double)c[i] - 5.0 * (double)a[i]) > 1e-6 * fabs((double)c[i]))
+            fail_msg("parameter %zu: %.9g at 0.1 against %.9g at 0.02", i, (double)c[i],
+                     (double)a[i]);
+        scaled++;
+    }
+    assert_true(scaled > P / 2);
+    for (int i = 0; i < 3; i++)
+        ba_model_free(m[i]);
+    ba_dataset_free(d);
+}
+
 /* The worked example at the top of boltzattn.h, as written there (puts and
  * return 1 become failures): it compiles and learns. */
 static int header_example(double *acc)
@@ -811,6 +879,7 @@ int main(void)
         cmocka_unit_test(test_resume_other_log),
         cmocka_unit_test(test_resume_other_text),
         cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_init_std),
         cmocka_unit_test(test_records),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);

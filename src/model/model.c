@@ -254,45 +254,6 @@ int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int w
     return BA_OK;
 }
 
-void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
-{
-    const ba_config *c = &m->cfg;
-    ba_real *p = m->mem;
-    memset(p, 0, sizeof(ba_real) * m->nparams);
-    double proj_std = 0.02 / sqrt(2.0 * c->n_layer); /* residual projections */
-    for (int k = 0; k < BA_NUM_P; k++) {
-        double std = 0.0;
-        switch (k) {
-        case BA_P_TOK: case BA_P_POS: case BA_P_QKVW: case BA_P_FCW: case BA_P_HEADW: std = 0.02; break;
-        case BA_P_PROJW: case BA_P_FCPW: std = proj_std; break;
-        case BA_P_LN1W: case BA_P_LN2W: case BA_P_LNFW:
-            for (size_t i = 0; i < m->psize[k]; i++)
-                p[m->poff[k] + i] = 1;
-            break;
-        default: break;
-        }
-        for (size_t i = 0; std > 0 && i < m->psize[k]; i++)
-            p[m->poff[k] + i] = (ba_real)(std * ba_rng_normal(rng));
-    }
-    if (j_init_std > 0 && m->psize[BA_P_J]) {
-        size_t T = c->block_size, D = (size_t)ba_config_distances(c);
-        ba_real *J = p + m->poff[BA_P_J];
-        /* the parameters only: pairs within the band (all of them without
-         * one), or every relative distance */
-        size_t reach = c->band > 0 ? (size_t)c->band : T;
-        for (size_t lh = 0; lh < (size_t)c->n_layer * c->n_head; lh++) {
-            if (c->couplings == BA_COUPLINGS_RELATIVE) {
-                for (size_t d = 0; d < D; d++)
-                    J[lh * D + d] = (ba_real)(j_init_std * ba_rng_normal(rng));
-                continue;
-            }
-            for (size_t j = 0; j < T; j++)
-                for (size_t k = j + 1; k < T && k - j <= reach; k++)
-                    J[(lh * T + j) * T + k] = (ba_real)(j_init_std * ba_rng_normal(rng));
-        }
-    }
-}
-
 /* ------------------------------------------------------------ tensors */
 
 /* Per-layer kinds in checkpoint order with their names. */

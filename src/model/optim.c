@@ -1,12 +1,64 @@
-/* AdamW with global gradient clipping, and the learning-rate schedule.
- * The update works on the model's flat parameter block through its tensor
- * views (decay per tensor), in double, and refuses any update that would
- * leave a value non-finite. */
+/* The parameter block's initial values; AdamW with global gradient
+ * clipping, and the learning-rate schedule. The update works on the
+ * model's flat parameter block through its tensor views (decay per
+ * tensor), in double, and refuses any update that would leave a value
+ * non-finite. */
 #include "model/model.h"
 #include "core/vmath.h"
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------- initial values */
+
+void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
+{
+    ba_model_init_weights_std(m, rng, 0.02, j_init_std);
+}
+
+void ba_model_init_weights_std(ba_model *m, ba_rng *rng, double init_std, double j_init_std)
+{
+    const ba_config *c = ba_model_config(m);
+    ba_real *p = ba_model_params(m); // (P) the kinds' arrays in order (ba_param_sizes)
+    size_t size[BA_NUM_P], off[BA_NUM_P], at = 0;
+    ba_param_sizes(c, size);
+    for (int k = 0; k < BA_NUM_P; k++)
+        off[k] = at, at += size[k];
+    memset(p, 0, sizeof(ba_real) * ba_model_num_params(m));
+    double proj_std = init_std / sqrt(2.0 * c->n_layer); /* residual projections */
+    for (int k = 0; k < BA_NUM_P; k++) {
+        double std = 0.0;
+        switch (k) {
+        case BA_P_TOK: case BA_P_POS: case BA_P_QKVW: case BA_P_FCW: case BA_P_HEADW: std = init_std; break;
+        case BA_P_PROJW: case BA_P_FCPW: std = proj_std; break;
+        case BA_P_LN1W: case BA_P_LN2W: case BA_P_LNFW:
+            for (size_t i = 0; i < size[k]; i++)
+                p[off[k] + i] = 1;
+            break;
+        default: break;
+        }
+        for (size_t i = 0; std > 0 && i < size[k]; i++)
+            p[off[k] + i] = (ba_real)(std * ba_rng_normal(rng));
+    }
+    if (j_init_std > 0 && size[BA_P_J]) {
+        size_t T = c->block_size, D = (size_t)ba_config_distances(c);
+        ba_real *J = p + off[BA_P_J];
+        /* the parameters only: pairs within the band (all of them without
+         * one), or every relative distance */
+        size_t reach = c->band > 0 ? (size_t)c->band : T;
+        for (size_t lh = 0; lh < (size_t)c->n_layer * c->n_head; lh++) {
+            if (c->couplings == BA_COUPLINGS_RELATIVE) {
+                for (size_t d = 0; d < D; d++)
+                    J[lh * D + d] = (ba_real)(j_init_std * ba_rng_normal(rng));
+                continue;
+            }
+            for (size_t j = 0; j < T; j++)
+                for (size_t k = j + 1; k < T && k - j <= reach; k++)
+                    J[(lh * T + j) * T + k] = (ba_real)(j_init_std * ba_rng_normal(rng));
+        }
+    }
+}
 
 /* ---------------------------------------------------------- optimiser */
 

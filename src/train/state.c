@@ -21,6 +21,7 @@ ba_train_settings ba_train_settings_default(long steps)
     s.batch = 32;
     s.lr = 3e-3;
     s.min_lr_frac = 0.1;
+    s.init_std = BA_INIT_STD;
     s.seed = 1;
     s.opt = ba_adamw_default();
     long tenth = steps / 10 > 0 ? steps / 10 : steps;
@@ -47,6 +48,8 @@ int ba_train_settings_validate(const ba_train_settings *s, char *err)
     if (!(s->min_lr_frac >= 0 && s->min_lr_frac <= 1))
         return ba_fail(err, BA_ERR_ARG, "min_lr fraction = %g is out of range [0, 1]",
                        s->min_lr_frac);
+    if (!(s->init_std > 0 && s->init_std <= 1))
+        return ba_fail(err, BA_ERR_ARG, "init_std = %g is out of range (0, 1]", s->init_std);
     if (!(s->j_init_std >= 0 && s->j_init_std <= 100))
         return ba_fail(err, BA_ERR_ARG, "j_init_std = %g is out of range [0, 100]",
                        s->j_init_std);
@@ -86,6 +89,10 @@ cJSON *ba_settings_json_object(const ba_train_settings *s, const char *data_path
              cJSON_AddNumberToObject(o, "beta2", s->opt.beta2) &&
              cJSON_AddNumberToObject(o, "clip", s->opt.grad_clip) &&
              cJSON_AddNumberToObject(o, "j_init_std", s->j_init_std) &&
+             /* only where it is not GPT-2's, so that the records of runs
+              * made before the setting existed read as they were */
+             (s->init_std == BA_INIT_STD ||
+              cJSON_AddNumberToObject(o, "init_std", s->init_std)) &&
              /* a string: JSON numbers are doubles and would round 64 bits */
              cJSON_AddStringToObject(o, "seed", seed) &&
              cJSON_AddNumberToObject(o, "eval_every", s->eval_every) &&
@@ -158,6 +165,10 @@ int ba_settings_from_object(const cJSON *o, ba_train_settings *s, char **data_pa
     t.opt.grad_clip = v[K_CLIP];
     t.j_init_std = v[K_JSTD], t.eval_every = (int)v[K_EVAL], t.eval_items = (int)v[K_ITEMS];
     t.log_every = (int)v[K_LOG], t.save_every = (int)v[K_SAVE], t.seed = sv;
+    const cJSON *is = cJSON_GetObjectItemCaseSensitive(o, "init_std"); /* absent: 0.02 */
+    if (is && (!cJSON_IsNumber(is) || !isfinite(is->valuedouble)))
+        return ba_fail(err, BA_ERR_FORMAT, "the training settings' 'init_std' is not a number");
+    t.init_std = is ? is->valuedouble : BA_INIT_STD;
     char why[BA_ERR_LEN];
     if (ba_train_settings_validate(&t, why))
         return ba_fail(err, BA_ERR_FORMAT, "the training settings are out of range: %s", why);

@@ -196,7 +196,7 @@ int ba_trainer_init(ba_trainer **out, const ba_config *cfg, const ba_dataset *da
         return rc;
     ba_rng rng;
     ba_rng_seed(&rng, s->seed);
-    ba_model_init_weights(t->m, &rng, s->j_init_std);
+    ba_model_init_weights_std(t->m, &rng, s->init_std, s->j_init_std);
     ba_rng_seed(&t->data_rng, s->seed ^ DATA_STREAM);
     ba_rng_seed(ba_model_sampler_rng(t->m), s->seed ^ SAMPLER_STREAM);
     if ((rc = set_data_path(t, data_path, err))) {
