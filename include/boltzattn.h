@@ -320,6 +320,9 @@ const ba_config *ba_model_config(const ba_model *m);
  * scaled by 1/sqrt(2L), zero biases, unit LayerNorm gains. J is zero, or
  * N(0, j_init_std) on its used (j<k) entries when j_init_std > 0. */
 void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std);
+/* GPT-2's std of the initial weights: ba_model_init_weights' and the
+ * trainer's default (ba_train_settings.init_std). */
+#define BA_INIT_STD 0.02
 /* The same with N(0, init_std) weights (residual projections
  * init_std/sqrt(2L)) in place of 0.02: at 0.02, the same draws bit for bit.
  * A small model may need more than GPT-2's 0.02, whose width it was chosen

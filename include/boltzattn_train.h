@@ -34,9 +34,6 @@ extern "C" {
  * time. The same seed, build and thread count give bit-identical runs,
  * resumed or not. */
 
-/* GPT-2's std of the initial weights, the default of init_std below. */
-#define BA_INIT_STD 0.02
-
 typedef struct {
     long steps;         /* optimisation steps of the whole run */
     long warmup;        /* linear warmup steps, then cosine decay */

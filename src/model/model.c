@@ -212,6 +212,8 @@ void ba_model_free(ba_model *m)
 const ba_config *ba_model_config(const ba_model *m) { return &m->cfg; }
 size_t ba_model_num_params(const ba_model *m) { return m->nparams; }
 ba_real *ba_model_params(ba_model *m) { return m->mem; }
+const size_t *ba_model_param_offsets(const ba_model *m) { return m->poff; }
+const size_t *ba_model_param_kind_sizes(const ba_model *m) { return m->psize; }
 ba_real *ba_model_grads(ba_model *m) { return m->mem + m->nparams; }
 ba_real *ba_model_adam_m(ba_model *m) { return m->mem + 2 * m->nparams; }
 ba_real *ba_model_adam_v(ba_model *m) { return m->mem + 3 * m->nparams; }

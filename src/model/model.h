@@ -58,6 +58,10 @@ enum {
     BA_P_FCPB, BA_P_LNFW, BA_P_LNFB, BA_P_HEADW, BA_P_HEADB, BA_NUM_P
 };
 void ba_param_sizes(const ba_config *c, size_t *sz);
+/* The model's layout of that block: each kind's offset and size (BA_NUM_P
+ * each, owned by the model). */
+const size_t *ba_model_param_offsets(const ba_model *m);
+const size_t *ba_model_param_kind_sizes(const ba_model *m);
 
 /* ---------------------------------------------------------- layers
  * Each layer is a forward/backward pair over plain arrays; backward

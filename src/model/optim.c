@@ -14,17 +14,14 @@
 
 void ba_model_init_weights(ba_model *m, ba_rng *rng, double j_init_std)
 {
-    ba_model_init_weights_std(m, rng, 0.02, j_init_std);
+    ba_model_init_weights_std(m, rng, BA_INIT_STD, j_init_std);
 }
 
 void ba_model_init_weights_std(ba_model *m, ba_rng *rng, double init_std, double j_init_std)
 {
     const ba_config *c = ba_model_config(m);
-    ba_real *p = ba_model_params(m); // (P) the kinds' arrays in order (ba_param_sizes)
-    size_t size[BA_NUM_P], off[BA_NUM_P], at = 0;
-    ba_param_sizes(c, size);
-    for (int k = 0; k < BA_NUM_P; k++)
-        off[k] = at, at += size[k];
+    ba_real *p = ba_model_params(m); // (P) the kinds' arrays in order
+    const size_t *off = ba_model_param_offsets(m), *size = ba_model_param_kind_sizes(m);
     memset(p, 0, sizeof(ba_real) * ba_model_num_params(m));
     double proj_std = init_std / sqrt(2.0 * c->n_layer); /* residual projections */
     for (int k = 0; k < BA_NUM_P; k++) {
