@@ -176,7 +176,7 @@ void sampler_desc(const ba_sampler *s, char *buf, size_t n);
      "biases)", 0, 0},                                                                       \
     {"clip", "X", "1.0", "global gradient-norm clip (0 = off)", 0, 0},                       \
     {"init-std", "X", "0.02",                                                                \
-     "std of the initial embeddings and weight matrices, in (0, 1] (GPT-2's; residual "     \
+     "std of the initial embeddings and weight matrices, in [1e-6, 1] (GPT-2's; residual "   \
      "projections that over sqrt(2 layers))", 0, 0},                                         \
     {"data", "PATH", "$BA_DATA or data/tinyshakespeare.txt",                                 \
      "charlm text file (a regular file of at most 1 GiB)", 0, 0},                            \
