@@ -61,10 +61,10 @@ static opt ablate_opts[64] = {
     {"extrapolate", "LIST", NULL,
      "train nothing: evaluate the finished charlm runs of the grid in DIR (its grid.json) at "
      "each block size T of the list (e.g. 512,1024,2048,4096, in order) and at their own, "
-     "into DIR/extrapolation.json (kept entries are not "
-     "redone; runs that cannot run at T are recorded with the reason, runs without their "
-     "checkpoint skipped); takes only --out, --extrapolate-items, --batch (default: the "
-     "grid's), --data (default: each run's) and --threads", 0, 0},
+     "into DIR/extrapolation.json (kept entries are not redone; runs that cannot run at T "
+     "are recorded with the reason, runs without their checkpoint skipped); takes only "
+     "--out, --extrapolate-items, --batch (default: the grid's), --data (default: each "
+     "run's) and --threads", 0, 0},
     {"extrapolate-items", "N", "0 (all)",
      "with --extrapolate: evenly spaced validation windows per evaluation", 0, 0},
     {0, 0, 0, 0, 0, 0},
@@ -278,9 +278,8 @@ static int parse_grid(const command *c, int argc, char **argv, lab_grid *g)
 /* ------------------------------------------------- runs and cells */
 
 /* The same run: config (with the data) and every setting but the thread
- * count and the data path. The engine is compared as it resolves (auto
- * is fast without a band): the runs of grids made before auto existed
- * recorded fast. */
+ * count and the data path. The engine is compared as it resolves (auto is
+ * fast without a band): grids made before auto existed recorded fast. */
 static int same_run(const ba_config *ca, const ba_data_spec *da, const ba_train_settings *a,
                     const ba_config *cb, const ba_data_spec *db, const ba_train_settings *b)
 {
@@ -607,11 +606,9 @@ static int only_opts(const command *c, const char *mode, const char *const *appl
             ok = strcmp(o->name, apply[i]) == 0;
         if (!ok)
             return usage_error(c, "%s reads the grid from DIR/grid.json and trains nothing: "
-                                  "--%s does not apply%s",
-                               mode, o->name,
-                               strcmp(o->name, "engine") == 0
-                                   ? " (each run keeps its own engine)"
-                                   : "");
+                                  "--%s does not apply%s", mode, o->name,
+                               strcmp(o->name, "engine") == 0 ? " (each run keeps its own "
+                                                                "engine)" : "");
     }
     return 0;
 }
@@ -643,7 +640,7 @@ static int extrapolate_mode(const command *c)
 }
 
 /* Options given to --summary-only beside --out must be every option the
- * grid was made with: the grid they describe is compared with DIR's. */
+ * grid was made with (or fewer seeds): compared with DIR's grid. */
 static int same_grid(const command *c, int argc, char **argv, const lab_grid *g,
                      const char *dir)
 {
@@ -656,6 +653,9 @@ static int same_grid(const command *c, int argc, char **argv, const lab_grid *g,
     int rc = parse_grid(c, argc, argv, &opt);
     if (rc)
         return rc;
+    /* trained on to more seeds (reproduce.sh's more-seeds), the same grid */
+    if (opt.nseeds < g->nseeds && opt.seed0 == g->seed0)
+        opt.nseeds = g->nseeds;
     char *ja = lab_grid_json(g), *jb = lab_grid_json(&opt);
     lab_diff d;
     int df = ja && jb ? lab_json_diff(ja, jb, skip, &d) : -1;

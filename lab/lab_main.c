@@ -57,6 +57,7 @@ static void print_main_help(void)
            "usage: %s COMMAND [options]\n\n"
            "commands:\n"
            "  plan     the plan of a preset (lab/presets.json) that lab/reproduce.sh runs\n"
+           "  more-seeds  whether a preset's grid takes more seeds (a claim it answers unresolved)\n"
            "  summary  a grid's summary with the paper's numbers beside its effects\n"
            "  report   the results report of reproduced grids (Markdown, generated)\n"
            "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
@@ -74,6 +75,7 @@ int main(int argc, char **argv)
     /* under mpirun every lab command refuses (mpi_start: none shares work) */
     static const cli_command cmds[] = {
         {"plan", cmd_plan}, {"summary", cmd_summary}, {"report", cmd_report},
-        {"dqa", cmd_dqa},   {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines}};
+        {"dqa", cmd_dqa},   {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines},
+        {"more-seeds", cmd_more_seeds}};
     return cli_main(argc, argv, cmds, sizeof cmds / sizeof cmds[0], print_main_help);
 }

@@ -15,9 +15,11 @@
 
 /* The keys a grid may hold beside the `ablate` options: its name, its
  * base (a set of options of the preset's "bases"), a comment, and what
- * follows its training (plan.c). */
-static const char *const grid_meta[] = {"name", "base", "about", "if_listed", "couplings_arms",
-                                        "extrapolate", "eval_engines", NULL};
+ * follows its training (plan.c; "seeds_if_unresolved": the seeds it takes
+ * where a claim it answers is unresolved on its own). */
+static const char *const grid_meta[] = {"name",           "base",        "about",
+                                        "if_listed",      "couplings_arms", "extrapolate",
+                                        "eval_engines",   "seeds_if_unresolved", NULL};
 /* The `ablate` options a plan may set (underscores for dashes). */
 static const char *const ablate_keys[] = {
     "task",   "attn",     "arm",      "T",        "embd",      "seeds",      "seed0",

@@ -40,6 +40,10 @@ typedef struct {
     const rep_grid *ex_grid[VD_MAX_EXTRAP];
     cJSON *ex[VD_MAX_EXTRAP];
     int nex;
+    /* rep_verdict_rows_at: the grid every claim is read at (no ladder),
+     * and the seeds read there (below seed_end; 0: all) */
+    const char *grid_at;
+    uint64_t seed_end;
 } vd_cache;
 
 /* What a claim's paper side is. */
@@ -189,7 +193,8 @@ static void vd_gather(vd_cache *k, const rep_grid *x, int a, int b, int T, int C
     p->n = 0;
     for (int i = 0; i < x->cs.n && p->n < VD_MAX_SEEDS; i++) {
         const lab_cell *ca = &x->cs.cells[i];
-        if (!ca->run || ca->arm != a || ca->T != T || ca->C != C || ca->ffn != ffn)
+        if (!ca->run || ca->arm != a || ca->T != T || ca->C != C || ca->ffn != ffn ||
+            (k->seed_end && ca->seed >= k->seed_end))
             continue;
         const lab_cell *cb = lab_cells_find(&x->cs, b, T, C, ffn, ca->seed);
         if (!cb || !cb->run)
@@ -512,7 +517,8 @@ static const rep_grid *vd_pick(vd_cache *k, const char *grid, const cJSON *ladde
 static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
 {
     int T, C, ffn, shots = 0, T2 = 0;
-    const char *spec[2] = {vd_str(cl, "arm"), vd_str(cl, "vs")}, *grid = vd_str(cl, "grid");
+    const char *spec[2] = {vd_str(cl, "arm"), vd_str(cl, "vs")};
+    const char *grid = k->grid_at ? k->grid_at : vd_str(cl, "grid");
     const char *smp = vd_str(cl, "sampler");
     ba_sampler_kind kind = BA_SAMPLER_EXACT;
     char err[256];
@@ -526,7 +532,7 @@ static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
                  spec[0], smp, shots, spec[1]);
     else
         snprintf(r->arms, sizeof r->arms, "%s vs %s", spec[0], spec[1]);
-    const cJSON *ladder = cJSON_GetObjectItemCaseSensitive(cl, "ladder");
+    const cJSON *ladder = k->grid_at ? NULL : cJSON_GetObjectItemCaseSensitive(cl, "ladder");
     const int cell[4] = {T, C, ffn, T2};
     vd_pairs pairs, *p = &pairs;
     int ab[2] = {-1, -1};
@@ -706,6 +712,39 @@ int rep_verdict_rows(const command *c, const char *root, const lab_presets *ps, 
         return fail_lib(c, "out of memory", 1);
     k->c = c, k->root = root, k->refs = &ps->refs;
     int code = vd_build(k, ps, rs);
+    vd_cache_free(k);
+    free(k);
+    return code;
+}
+
+int rep_verdict_rows_at(const command *c, const char *root, const lab_presets *ps,
+                        const char *claim_grid, const char *grid_at, uint64_t seed_end,
+                        rep_vrows *rs)
+{
+    vd_cache *k = calloc(1, sizeof *k);
+    memset(rs, 0, sizeof *rs);
+    if (!k)
+        return fail_lib(c, "out of memory", 1);
+    k->c = c, k->root = root, k->refs = &ps->refs, k->grid_at = grid_at, k->seed_end = seed_end;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ps->doc, "verdicts"), *cl;
+    int code = 0, i = 0;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(v, "claims"))
+    {
+        const char *claim = vd_str(cl, "claim"), *g = vd_str(cl, "grid");
+        if (claim && g && !vd_str(cl, "couplings") && strcmp(g, claim_grid) == 0) {
+            rep_vrow *r = vd_push(rs);
+            if (!r) {
+                code = fail_lib(c, "out of memory", 1);
+                break;
+            }
+            r->claim = claim;
+            if (vd_effect_row(k, cl, r)) {
+                code = usage_error(c, "%s: verdicts.claims[%d] is malformed", ps->path, i);
+                break;
+            }
+        }
+        i++;
+    }
     vd_cache_free(k);
     free(k);
     return code;

@@ -56,8 +56,8 @@ start=$(date +%s)
 # otherwise replace it with a thinner one.
 replace_couplings() {
     local new=$1 old=$2 nn no
-    nn=$(wc -l < "$new/runs.txt" 2>/dev/null || echo 0)
-    no=$(wc -l < "$old/runs.txt" 2>/dev/null || echo 0)
+    nn=$(wc -l 2>/dev/null <"$new/runs.txt" || echo 0)
+    no=$(wc -l 2>/dev/null <"$old/runs.txt" || echo 0)
     if [ "$nn" -lt "$no" ]; then
         echo "reproduce: kept $old ($no runs), not replaced by an analysis of the $nn checkpoints at hand" >&2
         rm -rf "$new"
@@ -139,6 +139,16 @@ step() {
         # entries already there are kept; one process at a time per grid
         [ -z "${SUMMARY_ONLY:-}" ] && [ -f "$OUT/$name/grid.json" ] || return 0
         "$BIN" ablate --out "$OUT/$name" "${ARGS[@]}" ;;
+    more-seeds)
+        # the claims the grid answers, read on its first N seeds: where one
+        # is unresolved the grid trains on with its more-seeds options (the
+        # same decision on every rerun, those seeds' records being fixed);
+        # a summary reads the seeds grid.json names
+        [ -z "${SUMMARY_ONLY:-}" ] || return 0
+        ck=$("$LAB" more-seeds "$OUT/$name" --preset "$preset" --base-seeds "${ARGS[0]}" \
+            --presets "$PRESETS")
+        echo "reproduce: $name: $ck" >&2
+        case $ck in extend:*) ablate "${ARGS[@]:1}" ;; esac ;;
     eval-engines)
         [ -z "${SUMMARY_ONLY:-}" ] && [ -f "$OUT/$name/grid.json" ] || return 0
         "$LAB" eval-engines "${ARGS[@]}" ;;

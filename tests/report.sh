@@ -199,6 +199,13 @@ expect 2 "CONV_BR_SEEDS must be an integer of at least 1, not 'x'" -- env CONV_B
 expect 2 "unknown preset 'nope' (quick|full|converged|samplers|long|approx|recipe|study)" -- "$LABBIN" plan nope
 sed 's/"embd": 8, "no_ffn_too"/"emdb": 8, "no_ffn_too"/' "$(dirname "$0")/../lab/presets.json" >"$TMP/bad.json"
 expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- "$LABBIN" plan quick --presets "$TMP/bad.json"
+# the study's answering grids train on to 5 seeds where a claim is open on 3
+"$LABBIN" plan study >"$TMP/plan-s" 2>&1
+check "plan: more-seeds after the grid's extrapolation, with 5 seeds" '[ $? = 0 ] &&
+    grep -A1 "^chain0 extrapolate charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 more-seeds charlm-T256-2400 3 .* --seeds 5 .*--out @OUT/charlm-T256-2400$" &&
+    grep -A1 "^chain0 more-seeds charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 extrapolate charlm-T256-2400 " &&
+    [ "$(grep -c "^order more-seeds " "$TMP/plan-s")" = 6 ] && ! grep -q "^order more-seeds charlm-T256-1200 " "$TMP/plan-s"'
+check "plan: no more-seeds where STUDY_SEEDS_MORE adds none" '[ "$(env STUDY_SEEDS_MORE=3 "$LABBIN" plan study | grep -c more-seeds)" = 0 ]'
 expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- env BA_PRESETS="$TMP/bad.json" "$LABBIN" report "$O" --preset full
 cp -r "$O/brackets" "$TMP/sg" && "$BIN" ablate --out "$TMP/sg" --summary-only >/dev/null 2>&1
 check "ablate's summary has no paper number, the lab's has" '! grep -q "+2.89 points" "$TMP/sg/summary.md" &&
@@ -407,6 +414,33 @@ for k, v in (('bad1', dict(ex, extrapolate=256)), ('bad2', dict(base, claim='b',
         check "verdicts: a model evaluated at a longer T reads the extrapolation file" '
             grep -q "^- \*\*agrees\*\*: extrapolated, charlm, T = 256 evaluated at T = 1024, C = 128, with FFN, .* -33.44 % \[-34.17, -32.70\] (.*5 seeds, 600 steps" "$TMP/README.md"'
         expect 2 "verdicts.claims[0] is malformed" -- "$LABBIN" report --presets "$TMP/vr-bad1.json" --verdicts "$TMP/vr" --readme "$TMP/README.md"
+        # more-seeds: a grid's claims read on its first N seeds alone (the
+        # 10-seed grid on seeds 1-3: with FFN -0.86 [-6.37, +4.66], without
+        # +3.03 [+0.35, +5.72]; python on results.csv, 2026-12-06)
+        python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+base = {'T': 16, 'C': 4, 'ffn': True, 'arm': 'boltzmann', 'vs': 'softmax', 'paper': {'value': 2.89, 'text': '+2.89 points'}, 'same_info': 'yes'}
+d['verdicts']['claims'] = [dict(base, claim='with', grid='study/full'), dict(base, claim='without', grid='study/full', ffn=False),
+                           dict(base, claim='other grid', grid='study/part')]
+json.dump(d, open(sys.argv[2], 'w'))
+d['verdicts']['claims'] = d['verdicts']['claims'][1:]
+json.dump(d, open(sys.argv[3], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/ms1.json" "$TMP/ms2.json"
+        ms() { "$LABBIN" more-seeds "$TMP/vr/study/full" --preset study "$@" 2>&1; }
+        check "more-seeds: an open claim on the first 3 seeds extends the grid" \
+            '[ "$(ms --base-seeds 3 --presets "$TMP/ms1.json")" = "extend: with (brackets, T = 16, C = 4, with FFN) is -0.86 [-6.37, +4.66] on 3 seeds: its interval holds 0" ]'
+        check "more-seeds: every claim resolved on 3 seeds keeps it" \
+            '[ "$(ms --base-seeds 3 --presets "$TMP/ms2.json")" = "keep: the 1 claim(s) reading study/full are resolved on 3 seeds" ]'
+        check "more-seeds: on all 10 seeds both are resolved" \
+            '[ "$(ms --base-seeds 10 --presets "$TMP/ms1.json")" = "keep: the 2 claim(s) reading study/full are resolved on 10 seeds" ]'
+        check "more-seeds: fewer seeds paired than asked is not finished" \
+            '[ "$(ms --base-seeds 11 --presets "$TMP/ms1.json")" = "keep: with (brackets, T = 16, C = 4, with FFN) has 10 of its 11 seeds paired: the grid is not finished" ]'
+        check "more-seeds: a grid no claim reads" \
+            '[ "$("$LABBIN" more-seeds "$TMP/vr/study/full/" --preset other --base-seeds 3 --presets "$TMP/ms1.json" 2>&1)" = "keep: no claim reads other/full" ]'
+        expect 2 "option '--preset' is required" -- "$LABBIN" more-seeds "$TMP/vr/study/full" --base-seeds 3
+        expect 2 "DIR must be OUT/GRID" -- "$LABBIN" more-seeds full --preset study --base-seeds 3
+        expect 2 "base-seeds" -- "$LABBIN" more-seeds "$TMP/vr/study/full" --preset study --base-seeds 0
+        expect 2 "grid.json" -- "$LABBIN" more-seeds "$TMP/vr/study/none" --preset study --base-seeds 3
         expect 2 "verdicts.claims[0] is malformed" -- "$LABBIN" report --presets "$TMP/vr-bad2.json" --verdicts "$TMP/vr" --readme "$TMP/README.md"
     else
         echo "SKIP the ladder's fallback and extrapolated verdicts: results/study/brackets-T16 or results/long's extrapolation not found"
