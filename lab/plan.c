@@ -243,7 +243,11 @@ static int more_seeds_line(const planner *p, const char *stage, const char *name
                            name);
     if ((rc = value(p, ms, buf, sizeof buf)) || (rc = value(p, sv, base, sizeof base)))
         return rc;
-    long n = strtol(buf, NULL, 10), b = strtol(base, NULL, 10);
+    char *e1, *e2;
+    long n = strtol(buf, &e1, 10), b = strtol(base, &e2, 10);
+    if (!*buf || *e1 || n < 1 || !*base || *e2 || b < 1)
+        return usage_error(p->c, "grid %s: \"seeds_if_unresolved\" and \"seeds\" must be "
+                                 "positive integers, not '%s' and '%s'", name, buf, base);
     if (n <= b) /* nothing to add: the grid runs that many already */
         return 0;
     cJSON *more_m = cJSON_Duplicate(m, 1), *nv = cJSON_CreateNumber((double)n);

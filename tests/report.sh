@@ -206,6 +206,12 @@ check "plan: more-seeds after the grid's extrapolation, with 5 seeds" '[ $? = 0 
     grep -A1 "^chain0 more-seeds charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 extrapolate charlm-T256-2400 " &&
     [ "$(grep -c "^order more-seeds " "$TMP/plan-s")" = 6 ] && ! grep -q "^order more-seeds charlm-T256-1200 " "$TMP/plan-s"'
 check "plan: no more-seeds where STUDY_SEEDS_MORE adds none" '[ "$(env STUDY_SEEDS_MORE=3 "$LABBIN" plan study | grep -c more-seeds)" = 0 ]'
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+next(g for g in d['presets']['study']['grids'] if g['name'] == 'dyck-T256')['seeds_if_unresolved'] = 'many'
+json.dump(d, open(sys.argv[2], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/badms.json"
+expect 2 "grid dyck-T256: \"seeds_if_unresolved\" and \"seeds\" must be positive integers, not 'many' and '3'" -- "$LABBIN" plan study --presets "$TMP/badms.json"
 expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- env BA_PRESETS="$TMP/bad.json" "$LABBIN" report "$O" --preset full
 cp -r "$O/brackets" "$TMP/sg" && "$BIN" ablate --out "$TMP/sg" --summary-only >/dev/null 2>&1
 check "ablate's summary has no paper number, the lab's has" '! grep -q "+2.89 points" "$TMP/sg/summary.md" &&
