@@ -384,6 +384,7 @@ int cmd_dqa(int argc, char **argv);
 int cmd_approx(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_more_seeds(int argc, char **argv);
+int cmd_settled(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_eval_engines(int argc, char **argv);
 

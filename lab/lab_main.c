@@ -58,6 +58,7 @@ static void print_main_help(void)
            "commands:\n"
            "  plan     the plan of a preset (lab/presets.json) that lab/reproduce.sh runs\n"
            "  more-seeds  whether a preset's grid takes more seeds (a claim it answers unresolved)\n"
+           "  settled  whether a preset's ladder takes its next rung (a claim not settled)\n"
            "  summary  a grid's summary with the paper's numbers beside its effects\n"
            "  report   the results report of reproduced grids (Markdown, generated)\n"
            "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
@@ -76,6 +77,6 @@ int main(int argc, char **argv)
     static const cli_command cmds[] = {
         {"plan", cmd_plan}, {"summary", cmd_summary}, {"report", cmd_report},
         {"dqa", cmd_dqa},   {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines},
-        {"more-seeds", cmd_more_seeds}};
+        {"more-seeds", cmd_more_seeds}, {"settled", cmd_settled}};
     return cli_main(argc, argv, cmds, sizeof cmds / sizeof cmds[0], print_main_help);
 }

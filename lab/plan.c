@@ -5,6 +5,10 @@
  *                                    `boltzattn ablate`'s, --out @OUT/NAME last
  *   STAGE couplings NAME ARMS        one couplings analysis per Ising arm of ARMS
  *   STAGE extrapolate NAME ARGS...   `boltzattn ablate --out @OUT/NAME ARGS`
+ *   STAGE if-unsettled NAME PREV ARGS...  the next rung of a ladder: `boltzattn
+ *                                    ablate ARGS` once it is started, or when a
+ *                                    claim read at grid PREV is not settled
+ *                                    (`boltzattn-lab settled`)
  *   STAGE more-seeds NAME N ARGS...  the grid's claims read on its N seeds:
  *                                    where one is unresolved (`boltzattn-lab
  *                                    more-seeds`), `boltzattn ablate ARGS` (the
@@ -21,9 +25,8 @@
  * chains are done). @DATA, @OUT and @THREADS stand for what the script
  * fills in. Parameters ("$NAME") take the environment variable NAME when
  * it is set (checked here: exit 2 naming it), else their default. */
-#include "report.h"
+#include "presets.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,7 +127,8 @@ static int is_meta(const char *key)
 {
     static const char *const meta[] = {"name",        "base",         "about",
                                        "if_listed",   "couplings_arms", "extrapolate",
-                                       "eval_engines", "seeds_if_unresolved", NULL};
+                                       "eval_engines", "seeds_if_unresolved", "if_unsettled",
+                                       NULL};
     for (int i = 0; meta[i]; i++)
         if (strcmp(meta[i], key) == 0)
             return 1;
@@ -283,7 +287,11 @@ static int grid_lines(const planner *p, const cJSON *preset, const char *stage, 
         return rc < 0 ? EXIT_USAGE : 0;
     }
     char buf[4096];
-    fprintf(p->f, "%s ablate %s", stage, name);
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(m, "if_unsettled");
+    if (iu)
+        fprintf(p->f, "%s if-unsettled %s %s", stage, name, iu->valuestring);
+    else
+        fprintf(p->f, "%s ablate %s", stage, name);
     rc = words(p, m, 1, p->f);
     fprintf(p->f, " --out @OUT/%s\n", name);
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(m, "extrapolate");
@@ -414,107 +422,6 @@ int cmd_plan(int argc, char **argv)
     if (!rc && (fwrite(o.buf, 1, o.len, stdout) != o.len || fflush(stdout) != 0))
         rc = 1;
     free(o.buf);
-    lab_presets_free(&ps);
-    return rc;
-}
-
-/* ------------------------------------------------------------ more-seeds */
-
-static opt more_opts[] = {
-    {"preset", "NAME", NULL, "the preset whose claims read the grid (their \"grid\": NAME/GRID)",
-     0, 0},
-    {"base-seeds", "N", NULL, "the grid's seeds before any were added: the claims are read on "
-     "its first N seeds", 0, 0},
-    {"presets", "FILE", "$BA_PRESETS, else the source tree's lab/presets.json",
-     "the presets file (its verdicts)", 0, 0},
-    {0, 0, 0, 0, 0, 0},
-};
-static const command more_cmd = {
-    "more-seeds",
-    "DIR --preset NAME --base-seeds N [--presets FILE]\n\n"
-    "Whether the grid in DIR (OUT/GRID of a preset's run) takes more seeds: every claim of\n"
-    "the presets file's verdicts that reads it (\"grid\": NAME/GRID) is read on the grid's\n"
-    "first N seeds alone. Prints 'extend: ...' when some claim's 95 % interval holds 0 (the\n"
-    "effect under its interval), else 'keep: ...'. Trains nothing; lab/reproduce.sh runs\n"
-    "the grid with its \"seeds_if_unresolved\" seeds on 'extend'.",
-    more_opts};
-
-/* The decision on rows rs (read on base seeds): 1 extend, 0 keep, with
- * the line to print in buf. */
-static int decide(const rep_vrows *rs, long base, const char *grid, char *buf, size_t n)
-{
-    const rep_vrow *open = NULL, *short_of = NULL;
-    for (int i = 0; i < rs->n; i++) {
-        const rep_vrow *r = &rs->v[i];
-        if (r->n < base)
-            short_of = short_of ? short_of : r;
-        else if (!open && !(r->lo > 0.0 || r->hi < 0.0))
-            open = r;
-    }
-    if (open)
-        snprintf(buf, n, "extend: %s (%s) is %s on %d seeds: its interval holds 0",
-                 open->claim, open->cell, open->ours, open->n);
-    else if (short_of)
-        snprintf(buf, n, "keep: %s (%s) has %d of its %ld seeds paired: the grid is not finished",
-                 short_of->claim, short_of->cell, short_of->n, base);
-    else if (rs->n == 0)
-        snprintf(buf, n, "keep: no claim reads %.300s", grid);
-    else
-        snprintf(buf, n, "keep: the %d claim(s) reading %.300s are resolved on %ld seeds", rs->n,
-                 grid, base);
-    return open != NULL;
-}
-
-int cmd_more_seeds(int argc, char **argv)
-{
-    const command *c = &more_cmd;
-    const char *dir = NULL;
-    int rc = parse_args(c, argc, argv, &dir, 1, NULL);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    long base;
-    if (!dir || !*dir)
-        return usage_error(c, "the grid directory DIR is required");
-    if (!is_set(c, "preset") || !*get_str(c, "preset"))
-        return usage_error(c, "option '--preset' is required");
-    if ((rc = get_long(c, "base-seeds", 1, 1000, &base)))
-        return rc;
-    /* DIR = [ROOT/]OUT/GRID: the claims' grids are paths under ROOT */
-    char path[PATH_LEN], claim_grid[PATH_LEN], grid_at[PATH_LEN];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return usage_error(c, "DIR is too long");
-    for (size_t l = strlen(path); l > 1 && path[l - 1] == '/'; l--)
-        path[l - 1] = '\0';
-    char *g = strrchr(path, '/');
-    if (!g || g == path || !g[1])
-        return usage_error(c, "DIR must be OUT/GRID (a preset's output directory, then the "
-                              "grid's), not '%s'", dir);
-    *g++ = '\0';
-    char *out = strrchr(path, '/');
-    const char *root = out ? path : ".";
-    if (out)
-        *out++ = '\0';
-    else
-        out = path;
-    snprintf(claim_grid, sizeof claim_grid, "%s/%s", get_str(c, "preset"), g);
-    snprintf(grid_at, sizeof grid_at, "%s/%s", out, g);
-    lab_grid gr;
-    char full[PATH_LEN];
-    snprintf(full, sizeof full, "%s/%s/%s", root, out, g);
-    if ((rc = lab_grid_read(c, full, &gr)))
-        return rc;
-    lab_presets ps;
-    if ((rc = lab_presets_load(c, is_set(c, "presets") ? get_str(c, "presets") : NULL, &ps)))
-        return rc;
-    rep_vrows rs;
-    rc = rep_verdict_rows_at(c, root, &ps, claim_grid, grid_at, gr.seed0 + (uint64_t)base, &rs);
-    if (!rc) {
-        char line[1024];
-        decide(&rs, base, claim_grid, line, sizeof line);
-        if (printf("%s\n", line) < 0 || fflush(stdout) != 0)
-            rc = 1;
-    }
-    free(rs.v);
     lab_presets_free(&ps);
     return rc;
 }

@@ -16,10 +16,12 @@
 /* The keys a grid may hold beside the `ablate` options: its name, its
  * base (a set of options of the preset's "bases"), a comment, and what
  * follows its training (plan.c; "seeds_if_unresolved": the seeds it takes
- * where a claim it answers is unresolved on its own). */
+ * where a claim it answers is unresolved on its own; "if_unsettled": the
+ * grid of the rung below, where a claim must not have settled). */
 static const char *const grid_meta[] = {"name",           "base",        "about",
                                         "if_listed",      "couplings_arms", "extrapolate",
-                                        "eval_engines",   "seeds_if_unresolved", NULL};
+                                        "eval_engines",   "seeds_if_unresolved", "if_unsettled",
+                                        NULL};
 /* The `ablate` options a plan may set (underscores for dashes). */
 static const char *const ablate_keys[] = {
     "task",   "attn",     "arm",      "T",        "embd",      "seeds",      "seed0",
@@ -123,7 +125,8 @@ static int check_opts(const checker *k, const char *at, const cJSON *o, const ch
                 if (rc)
                     return rc;
             } else if (strcmp(v->string, "about") == 0 || strcmp(v->string, "name") == 0 ||
-                       strcmp(v->string, "base") == 0 || strcmp(v->string, "if_listed") == 0) {
+                       strcmp(v->string, "base") == 0 || strcmp(v->string, "if_listed") == 0 ||
+                       strcmp(v->string, "if_unsettled") == 0) {
                 if (!cJSON_IsString(v) || !*v->valuestring)
                     return bad(k, where, "must be a non-empty string");
             } else {

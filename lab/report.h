@@ -204,13 +204,19 @@ typedef struct {
 /* 0, or an exit code after printing (2: a malformed claim); rs->v
  * malloc'd (free it) either way. */
 int rep_verdict_rows(const command *c, const char *root, const lab_presets *ps, rep_vrows *rs);
-/* The rows of the claims whose "grid" is claim_grid, each read at grid_at
- * (a path under root, as a claim's grid) alone, without its ladder, on
- * the seeds below seed_end (0: every seed): what `boltzattn-lab
- * more-seeds` decides on. Errors as rep_verdict_rows. */
+/* Where rep_verdict_rows_at reads claims: those whose grid or ladder
+ * names PRESET/GRID, read at OUT/GRID (a path under the root, as a
+ * claim's grid). */
+typedef struct {
+    const char *preset, *out, *grid;
+    uint64_t seed_end;  /* the seeds read: those below it (0: every seed) */
+    int ladder;         /* 1: with each claim's ladder (its PRESET/ grids at OUT/), 0: none */
+    int no_extrapolate; /* 1: leave out claims evaluated at a longer T */
+} rep_at;
+/* The rows of the claims at (what `boltzattn-lab more-seeds` and
+ * `settled` decide on). Errors as rep_verdict_rows. */
 int rep_verdict_rows_at(const command *c, const char *root, const lab_presets *ps,
-                        const char *claim_grid, const char *grid_at, uint64_t seed_end,
-                        rep_vrows *rs);
+                        const rep_at *at, rep_vrows *rs);
 
 /* report_findings.c: the verdict table of the presets file's claims
  * ("verdicts"), read from the output directories under root (e.g.

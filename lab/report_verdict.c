@@ -40,15 +40,15 @@ typedef struct {
     const rep_grid *ex_grid[VD_MAX_EXTRAP];
     cJSON *ex[VD_MAX_EXTRAP];
     int nex;
-    /* rep_verdict_rows_at: the grid every claim is read at (no ladder),
-     * and the seeds read there (below seed_end; 0: all) */
+    /* rep_verdict_rows_at: every claim read at grid_at (settled against
+     * ladder_at, NULL: none), on the seeds below seed_end (0: all) */
     const char *grid_at;
+    const cJSON *ladder_at;
     uint64_t seed_end;
 } vd_cache;
 
 /* What a claim's paper side is. */
 enum { P_VALUE, P_SIDE, P_COMPARABLE };
-
 
 /* ------------------------------------------------------------ grids */
 
@@ -532,11 +532,14 @@ static int vd_effect_row(vd_cache *k, const cJSON *cl, rep_vrow *r)
                  spec[0], smp, shots, spec[1]);
     else
         snprintf(r->arms, sizeof r->arms, "%s vs %s", spec[0], spec[1]);
-    const cJSON *ladder = k->grid_at ? NULL : cJSON_GetObjectItemCaseSensitive(cl, "ladder");
+    const cJSON *ladder =
+        k->grid_at ? k->ladder_at : cJSON_GetObjectItemCaseSensitive(cl, "ladder");
     const int cell[4] = {T, C, ffn, T2};
     vd_pairs pairs, *p = &pairs;
     int ab[2] = {-1, -1};
-    const rep_grid *x = vd_pick(k, grid, ladder, spec, kind, shots, cell, p, ab, &r->cell_grid);
+    /* at grid_at alone, its ladder only to settle */
+    const rep_grid *x = vd_pick(k, grid, k->grid_at ? NULL : ladder, spec, kind, shots, cell, p, ab,
+                                &r->cell_grid);
     int pk, s;
     double pv;
     /* without records the claim's own "task" (optional) names the cell */
@@ -717,28 +720,73 @@ int rep_verdict_rows(const command *c, const char *root, const lab_presets *ps, 
     return code;
 }
 
+/* Whether claim cl's grid or ladder names path. */
+static int vd_names(const cJSON *cl, const char *path)
+{
+    const char *g = vd_str(cl, "grid");
+    const cJSON *e;
+    if (g && strcmp(g, path) == 0)
+        return 1;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cl, "ladder"))
+    if (cJSON_IsString(e) && strcmp(e->valuestring, path) == 0) return 1;
+    return 0;
+}
+
+/* cl's ladder with its grids under at->preset/ moved to at->out/ (NULL:
+ * out of memory). */
+static cJSON *vd_ladder_at(const cJSON *cl, const rep_at *at)
+{
+    cJSON *l = cJSON_CreateArray();
+    size_t n = strlen(at->preset);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cl, "ladder"))
+    {
+        if (!l || !cJSON_IsString(e))
+            continue;
+        char path[PATH_LEN];
+        const char *v = e->valuestring;
+        int own = strncmp(v, at->preset, n) == 0 && v[n] == '/';
+        snprintf(path, sizeof path, "%s%s", own ? at->out : "", own ? v + n : v);
+        cJSON *x = cJSON_CreateString(path);
+        if (!x || !cJSON_AddItemToArray(l, x)) {
+            cJSON_Delete(x), cJSON_Delete(l);
+            l = NULL;
+        }
+    }
+    return l;
+}
+
 int rep_verdict_rows_at(const command *c, const char *root, const lab_presets *ps,
-                        const char *claim_grid, const char *grid_at, uint64_t seed_end,
-                        rep_vrows *rs)
+                        const rep_at *at, rep_vrows *rs)
 {
     vd_cache *k = calloc(1, sizeof *k);
     memset(rs, 0, sizeof *rs);
     if (!k)
         return fail_lib(c, "out of memory", 1);
-    k->c = c, k->root = root, k->refs = &ps->refs, k->grid_at = grid_at, k->seed_end = seed_end;
+    char claim_grid[PATH_LEN], grid_at[PATH_LEN];
+    snprintf(claim_grid, sizeof claim_grid, "%s/%s", at->preset, at->grid);
+    snprintf(grid_at, sizeof grid_at, "%s/%s", at->out, at->grid);
+    k->c = c, k->root = root, k->refs = &ps->refs, k->grid_at = grid_at;
+    k->seed_end = at->seed_end;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(ps->doc, "verdicts"), *cl;
     int code = 0, i = 0;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(v, "claims"))
     {
-        const char *claim = vd_str(cl, "claim"), *g = vd_str(cl, "grid");
-        if (claim && g && !vd_str(cl, "couplings") && strcmp(g, claim_grid) == 0) {
-            rep_vrow *r = vd_push(rs);
+        const char *claim = vd_str(cl, "claim");
+        if (claim && !vd_str(cl, "couplings") && vd_names(cl, claim_grid) &&
+            !(at->no_extrapolate && cJSON_HasObjectItem(cl, "extrapolate"))) {
+            cJSON *ladder = at->ladder ? vd_ladder_at(cl, at) : NULL;
+            rep_vrow *r = (!at->ladder || ladder) ? vd_push(rs) : NULL;
             if (!r) {
+                cJSON_Delete(ladder);
                 code = fail_lib(c, "out of memory", 1);
                 break;
             }
-            r->claim = claim;
-            if (vd_effect_row(k, cl, r)) {
+            r->claim = claim, k->ladder_at = ladder;
+            int bad = vd_effect_row(k, cl, r);
+            k->ladder_at = NULL;
+            cJSON_Delete(ladder);
+            if (bad) {
                 code = usage_error(c, "%s: verdicts.claims[%d] is malformed", ps->path, i);
                 break;
             }

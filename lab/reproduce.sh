@@ -139,12 +139,25 @@ step() {
         # entries already there are kept; one process at a time per grid
         [ -z "${SUMMARY_ONLY:-}" ] && [ -f "$OUT/$name/grid.json" ] || return 0
         "$BIN" ablate --out "$OUT/$name" "${ARGS[@]}" ;;
+    if-unsettled)
+        # the next rung of a ladder (twice the steps): trained once a claim
+        # read at the rung below, ARGS[0], has not settled there; a rung
+        # already started goes on, and a summary reads what there is
+        if [ -f "$OUT/$name/grid.json" ] || [ -n "${SUMMARY_ONLY:-}" ]; then
+            ablate "${ARGS[@]:1}"
+        elif [ -f "$OUT/${ARGS[0]}/grid.json" ]; then
+            ck=$("$LAB" settled "$OUT/${ARGS[0]}" --preset "$preset" --presets "$PRESETS")
+            echo "reproduce: $name: $ck" >&2
+            case $ck in unsettled:*) ablate "${ARGS[@]:1}" ;; esac
+        else
+            echo "reproduce: $name waits for ${ARGS[0]}, not started" >&2
+        fi ;;
     more-seeds)
         # the claims the grid answers, read on its first N seeds: where one
         # is unresolved the grid trains on with its more-seeds options (the
         # same decision on every rerun, those seeds' records being fixed);
         # a summary reads the seeds grid.json names
-        [ -z "${SUMMARY_ONLY:-}" ] || return 0
+        [ -z "${SUMMARY_ONLY:-}" ] && [ -f "$OUT/$name/grid.json" ] || return 0
         ck=$("$LAB" more-seeds "$OUT/$name" --preset "$preset" --base-seeds "${ARGS[0]}" \
             --presets "$PRESETS")
         echo "reproduce: $name: $ck" >&2

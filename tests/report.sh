@@ -204,7 +204,10 @@ expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- "$LABBIN" plan qui
 check "plan: more-seeds after the grid's extrapolation, with 5 seeds" '[ $? = 0 ] &&
     grep -A1 "^chain0 extrapolate charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 more-seeds charlm-T256-2400 3 .* --seeds 5 .*--out @OUT/charlm-T256-2400$" &&
     grep -A1 "^chain0 more-seeds charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 extrapolate charlm-T256-2400 " &&
-    [ "$(grep -c "^order more-seeds " "$TMP/plan-s")" = 6 ] && ! grep -q "^order more-seeds charlm-T256-1200 " "$TMP/plan-s"'
+    [ "$(grep -c "^order more-seeds " "$TMP/plan-s")" = 7 ] && ! grep -q "^order more-seeds charlm-T256-1200 " "$TMP/plan-s"'
+check "plan: the 4,800-step rung only if the 2,400-step one left a claim unsettled" \
+    'grep -q "^chain0 if-unsettled charlm-T256-4800 charlm-T256-2400 .* --steps 4800 .*--out @OUT/charlm-T256-4800$" "$TMP/plan-s" &&
+    ! grep -q "ablate charlm-T256-4800 " "$TMP/plan-s"'
 check "plan: no more-seeds where STUDY_SEEDS_MORE adds none" '[ "$(env STUDY_SEEDS_MORE=3 "$LABBIN" plan study | grep -c more-seeds)" = 0 ]'
 python3 -c "
 import json, sys
@@ -443,8 +446,28 @@ json.dump(d, open(sys.argv[3], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TM
             '[ "$(ms --base-seeds 11 --presets "$TMP/ms1.json")" = "keep: with (brackets, T = 16, C = 4, with FFN) has 10 of its 11 seeds paired: the grid is not finished" ]'
         check "more-seeds: a grid no claim reads" \
             '[ "$("$LABBIN" more-seeds "$TMP/vr/study/full/" --preset other --base-seeds 3 --presets "$TMP/ms1.json" 2>&1)" = "keep: no claim reads other/full" ]'
+        # settled: a claim read at a rung against the ladder's rung below
+        # (the study's brackets at 64,000 steps against 16,000, 10 seeds:
+        # with FFN -2.13 per doubling, half-width 6.72; without -0.46, 1.86)
+        ln -s "$ROOT/study/brackets-T16-64k" "$TMP/vr/study/big"
+        python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+base = {'T': 16, 'C': 4, 'ffn': True, 'arm': 'boltzmann', 'vs': 'softmax', 'paper': {'value': 2.89, 'text': '+2.89 points'}, 'same_info': 'yes'}
+d['verdicts']['claims'] = [dict(base, claim='with', grid='study/next', ladder=['study/full', 'study/big', 'study/part']),
+                           dict(base, claim='without', grid='study/next', ffn=False, ladder=['study/full', 'study/big']),
+                           dict(base, claim='longer T', grid='study/next', ladder=['study/big'], extrapolate=64)]
+json.dump(d, open(sys.argv[2], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/ms3.json"
+        st() { "$LABBIN" settled "$TMP/vr/study/$1" --preset study --presets "$TMP/ms3.json" 2>&1; }
+        check "settled: both claims settled at 64,000 steps (an extrapolated claim left out)" \
+            '[ "$(st big)" = "settled: the 2 claim(s) reading study/big" ]'
+        check "settled: the lowest rung is not settled (one budget)" \
+            'st full | grep -q "^unsettled: with (brackets, T = 16, C = 4, with FFN) is +3.55 \[+0.87, +6.23\]: not settled: one budget"'
+        check "settled: a rung still training waits" \
+            '[ "$(st part)" = "wait: with (brackets, T = 16, C = 4, with FFN) has 3 of its 10 seeds paired at study/part: the grid is not finished" ]'
+        expect 2 "the grid must be given as OUT/GRID" -- "$LABBIN" settled big --preset study
         expect 2 "option '--preset' is required" -- "$LABBIN" more-seeds "$TMP/vr/study/full" --base-seeds 3
-        expect 2 "DIR must be OUT/GRID" -- "$LABBIN" more-seeds full --preset study --base-seeds 3
+        expect 2 "the grid must be given as OUT/GRID" -- "$LABBIN" more-seeds full --preset study --base-seeds 3
         expect 2 "base-seeds" -- "$LABBIN" more-seeds "$TMP/vr/study/full" --preset study --base-seeds 0
         expect 2 "grid.json" -- "$LABBIN" more-seeds "$TMP/vr/study/none" --preset study --base-seeds 3
         expect 2 "verdicts.claims[0] is malformed" -- "$LABBIN" report --presets "$TMP/vr-bad2.json" --verdicts "$TMP/vr" --readme "$TMP/README.md"
