@@ -236,5 +236,19 @@ check "older run read and upgraded" 'grep -q "1 run of an older version got run.
 check "older run counted" 'grep -q "| softmax | 2 |" "$O/summary.md"'
 check "older run's result kept" 'grep -q "\"val_acc\":[[:space:]]*$acc" "$oc/run.json"'
 
+# a grid trained on to more seeds (reproduce.sh's more-seeds step): the
+# grid's first options, with fewer seeds, still summarise it whole; more
+# seeds than it has are another grid
+E="$TMP/extended"
+EA=(--task brackets --attn softmax,boltzmann --T 6 --embd 8 --steps 20 --batch 8 --out "$E")
+"$BIN" ablate "${EA[@]}" --seeds 2 >/dev/null 2>&1 && "$BIN" ablate "${EA[@]}" --seeds 3 >/dev/null 2>&1
+check "a grid extended from 2 seeds to 3" '[ $? = 0 ] && grep -q "\"seeds\":[[:space:]]*3" "$E/grid.json"'
+"$BIN" ablate "${EA[@]}" --seeds 2 --summary-only >/dev/null 2>&1
+check "summary-only with its first options: all 3 seeds, grid.json kept" '[ $? = 0 ] &&
+    [ "$(tail -n +2 "$E/results.csv" | wc -l)" = 6 ] && grep -q "\"seeds\":[[:space:]]*3" "$E/grid.json"'
+expect 2 "('seeds' is 3 there, 4 by the options)" -- "$BIN" ablate "${EA[@]}" --seeds 4 --summary-only
+# fewer seeds from another first seed are not its first options
+expect 2 "the options describe another grid than $E/grid.json ('seeds' is 3 there, 2 by the options)" -- "$BIN" ablate "${EA[@]}" --seeds 2 --seed0 2 --summary-only
+
 echo "$pass passed, $failed failed"
 [ "$failed" = 0 ]
