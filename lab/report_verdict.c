@@ -674,52 +674,6 @@ static int vd_coupling_rows(vd_cache *k, const cJSON *cl, const char *grid, rep_
     return code;
 }
 
-/* Every row of the presets file's claims. 0, or an exit code after
- * printing (2: a malformed claim). */
-static int vd_build(vd_cache *k, const lab_presets *ps, rep_vrows *rs)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ps->doc, "verdicts");
-    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(v, "claims"), *cl;
-    if (!cJSON_IsArray(cls) || !cls->child)
-        return usage_error(k->c, "%s: verdicts.claims is missing or empty", ps->path);
-    int i = 0;
-    cJSON_ArrayForEach(cl, cls)
-    {
-        const char *claim = vd_str(cl, "claim"), *cg = vd_str(cl, "couplings");
-        int bad = !claim;
-        if (!bad && cg) {
-            if (vd_coupling_rows(k, cl, cg, rs))
-                return fail_lib(k->c, "out of memory", 1);
-        } else if (!bad) {
-            rep_vrow *r = vd_push(rs);
-            if (!r)
-                return fail_lib(k->c, "out of memory", 1);
-            r->claim = claim;
-            bad = vd_effect_row(k, cl, r) != 0;
-        }
-        if (bad)
-            return usage_error(k->c, "%s: verdicts.claims[%d] is malformed (claim, grid or "
-                                     "couplings, T, C, ffn, arm, vs, paper, same_info; extrapolate: a "
-                                     "longer T of a charlm grid)",
-                               ps->path, i);
-        i++;
-    }
-    return 0;
-}
-
-int rep_verdict_rows(const command *c, const char *root, const lab_presets *ps, rep_vrows *rs)
-{
-    vd_cache *k = calloc(1, sizeof *k);
-    memset(rs, 0, sizeof *rs);
-    if (!k)
-        return fail_lib(c, "out of memory", 1);
-    k->c = c, k->root = root, k->refs = &ps->refs;
-    int code = vd_build(k, ps, rs);
-    vd_cache_free(k);
-    free(k);
-    return code;
-}
-
 /* Whether claim cl's grid or ladder names path. */
 static int vd_names(const cJSON *cl, const char *path)
 {
@@ -756,44 +710,77 @@ static cJSON *vd_ladder_at(const cJSON *cl, const rep_at *at)
     return l;
 }
 
-int rep_verdict_rows_at(const command *c, const char *root, const lab_presets *ps,
-                        const rep_at *at, rep_vrows *rs)
+/* Every row of the presets file's claims, or with at only those it
+ * reads (rep_verdict_rows_at). 0, or an exit code after printing (2: a
+ * malformed claim). */
+static int vd_build(vd_cache *k, const lab_presets *ps, const rep_at *at, rep_vrows *rs)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ps->doc, "verdicts");
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(v, "claims"), *cl;
+    if (!cJSON_IsArray(cls) || !cls->child)
+        return usage_error(k->c, "%s: verdicts.claims is missing or empty", ps->path);
+    char claim_grid[PATH_LEN] = "";
+    if (at)
+        snprintf(claim_grid, sizeof claim_grid, "%s/%s", at->preset, at->grid);
+    int i = -1;
+    cJSON_ArrayForEach(cl, cls)
+    {
+        const char *claim = vd_str(cl, "claim"), *cg = vd_str(cl, "couplings");
+        int bad = !claim;
+        i++;
+        if (!bad && at && (cg || !vd_names(cl, claim_grid) ||
+                           (at->no_extrapolate && cJSON_HasObjectItem(cl, "extrapolate"))))
+            continue;
+        if (!bad && cg) {
+            if (vd_coupling_rows(k, cl, cg, rs))
+                return fail_lib(k->c, "out of memory", 1);
+        } else if (!bad) {
+            cJSON *ladder = at && at->ladder ? vd_ladder_at(cl, at) : NULL;
+            rep_vrow *r = !(at && at->ladder) || ladder ? vd_push(rs) : NULL;
+            if (!r) {
+                cJSON_Delete(ladder);
+                return fail_lib(k->c, "out of memory", 1);
+            }
+            r->claim = claim, k->ladder_at = ladder;
+            bad = vd_effect_row(k, cl, r) != 0;
+            k->ladder_at = NULL;
+            cJSON_Delete(ladder);
+        }
+        if (bad)
+            return usage_error(k->c, "%s: verdicts.claims[%d] is malformed (claim, grid or "
+                                     "couplings, T, C, ffn, arm, vs, paper, same_info; extrapolate: a "
+                                     "longer T of a charlm grid)",
+                               ps->path, i);
+    }
+    return 0;
+}
+
+static int vd_rows(const command *c, const char *root, const lab_presets *ps, const rep_at *at,
+                   rep_vrows *rs)
 {
     vd_cache *k = calloc(1, sizeof *k);
     memset(rs, 0, sizeof *rs);
     if (!k)
         return fail_lib(c, "out of memory", 1);
-    char claim_grid[PATH_LEN], grid_at[PATH_LEN];
-    snprintf(claim_grid, sizeof claim_grid, "%s/%s", at->preset, at->grid);
-    snprintf(grid_at, sizeof grid_at, "%s/%s", at->out, at->grid);
-    k->c = c, k->root = root, k->refs = &ps->refs, k->grid_at = grid_at;
-    k->seed_end = at->seed_end;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(ps->doc, "verdicts"), *cl;
-    int code = 0, i = 0;
-    cJSON_ArrayForEach(cl, cJSON_GetObjectItemCaseSensitive(v, "claims"))
-    {
-        const char *claim = vd_str(cl, "claim");
-        if (claim && !vd_str(cl, "couplings") && vd_names(cl, claim_grid) &&
-            !(at->no_extrapolate && cJSON_HasObjectItem(cl, "extrapolate"))) {
-            cJSON *ladder = at->ladder ? vd_ladder_at(cl, at) : NULL;
-            rep_vrow *r = (!at->ladder || ladder) ? vd_push(rs) : NULL;
-            if (!r) {
-                cJSON_Delete(ladder);
-                code = fail_lib(c, "out of memory", 1);
-                break;
-            }
-            r->claim = claim, k->ladder_at = ladder;
-            int bad = vd_effect_row(k, cl, r);
-            k->ladder_at = NULL;
-            cJSON_Delete(ladder);
-            if (bad) {
-                code = usage_error(c, "%s: verdicts.claims[%d] is malformed", ps->path, i);
-                break;
-            }
-        }
-        i++;
+    char grid_at[PATH_LEN];
+    k->c = c, k->root = root, k->refs = &ps->refs;
+    if (at) {
+        snprintf(grid_at, sizeof grid_at, "%s/%s", at->out, at->grid);
+        k->grid_at = grid_at, k->seed_end = at->seed_end;
     }
+    int code = vd_build(k, ps, at, rs);
     vd_cache_free(k);
     free(k);
     return code;
+}
+
+int rep_verdict_rows(const command *c, const char *root, const lab_presets *ps, rep_vrows *rs)
+{
+    return vd_rows(c, root, ps, NULL, rs);
+}
+
+int rep_verdict_rows_at(const command *c, const char *root, const lab_presets *ps,
+                        const rep_at *at, rep_vrows *rs)
+{
+    return vd_rows(c, root, ps, at, rs);
 }
