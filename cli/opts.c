@@ -17,6 +17,7 @@
 #endif
 
 void openblas_set_num_threads(int); /* from OpenBLAS; its header varies by distro */
+char *openblas_get_corename(void);  /* likewise */
 
 /* The program messages start with: the tool's name unless a program
  * (boltzattn-lab, a benchmark) sets its own first thing in main. Defined
@@ -503,6 +504,28 @@ void cpu_model(char *out, size_t len)
         break;
     }
     fclose(f);
+}
+
+void machine_desc(char *out, size_t len)
+{
+    char cpu[160];
+    cpu_model(cpu, sizeof cpu);
+    for (char *p = cpu; *p; p++) /* a text line, whatever /proc says */
+        if ((unsigned char)*p < 32 || *p == 127)
+            *p = ' ';
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *isa = "";
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* the widest set the kernels' load-time clones can take; feature
+     * names both gcc and clang know (not the x86-64-vN levels) */
+    __builtin_cpu_init();
+    isa = __builtin_cpu_supports("avx512f") ? ", AVX-512"
+          : __builtin_cpu_supports("avx2")  ? ", AVX2"
+                                            : ", SSE2";
+#endif
+    const char *blas = openblas_get_corename();
+    snprintf(out, len, "%s, %ld cores%s, OpenBLAS %.40s", cpu, cores > 0 ? cores : 1, isa,
+             blas && *blas ? blas : "unknown");
 }
 
 int reset_peak_rss(void)

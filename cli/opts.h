@@ -87,6 +87,13 @@ double now_s(void);
 void fmt_duration(double s, char *buf, size_t n);
 /* The CPU's model name from /proc/cpuinfo ("unknown" if none). */
 void cpu_model(char *out, size_t len);
+/* This machine as a run record and a report name it: the CPU's model, its
+ * online cores, on x86-64 the widest vector set of AVX-512, AVX2 and
+ * SSE2 it has (the vectorised kernels pick their clone by it) and
+ * OpenBLAS's kernel ("AMD EPYC, 2 cores, AVX2, OpenBLAS Zen"): with the
+ * seed, build and thread count, what a run's bits depend on (products
+ * round per BLAS kernel). One line, at most len - 1 characters. */
+void machine_desc(char *out, size_t len);
 /* Benchmarks' peak memory: reset_peak_rss resets the kernel's peak-RSS
  * mark (writing 5 to /proc/self/clear_refs), 0 on success, so the next
  * peak_rss_mib is one configuration's; peak_rss_mib is VmHWM in MiB, else

@@ -251,19 +251,14 @@ static void print_final(const driver *d, ba_trainer *t, const ba_train_outcome *
         print_exact_skipped(stderr, "final", cfg);
 }
 
-/* The run record's name of this machine: its processor and cores, and
- * under MPI the ranks (rank 0's machine named for all of them). */
+/* The run record's name of this machine (machine_desc), and under MPI
+ * the ranks (rank 0's machine named for all of them). */
 static const char *this_machine(char buf[256])
 {
-    char cpu[200];
-    cpu_model(cpu, sizeof cpu);
-    for (char *p = cpu; *p; p++) /* a text line, whatever /proc says */
-        if ((unsigned char)*p < 32 || *p == 127)
-            *p = ' ';
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = snprintf(buf, 256, "%s, %ld cores", cpu, cores > 0 ? cores : 1);
-    if (mpi_size() > 1 && n > 0 && n < 256)
-        snprintf(buf + n, 256 - (size_t)n, ", %d MPI ranks", mpi_size());
+    machine_desc(buf, 256);
+    size_t n = strlen(buf);
+    if (mpi_size() > 1 && n < 256)
+        snprintf(buf + n, 256 - n, ", %d MPI ranks", mpi_size());
     return buf;
 }
 

@@ -40,8 +40,6 @@ void rep_grids_free(rep_grids *gs);
 
 /* Today's date in UTC, YYYY-MM-DD. */
 void rep_date(char *buf, size_t n);
-/* The processors online (1 if unknown). */
-int rep_cores(void);
 /* One line: the machine and version that made the report, and the
  * machines its runs' records name with their run counts (and how many
  * records name none). 0, or 1 out of memory (nothing written). */

@@ -117,12 +117,6 @@ void rep_date(char *buf, size_t n)
         snprintf(buf, n, "?");
 }
 
-int rep_cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 int rep_summary_body(const lab_cells *cs, int skip, const char *heading, FILE *f)
 {
     out_file o = {0};
@@ -164,8 +158,8 @@ int rep_same_run(const lab_run *a, const lab_run *b)
  * another machine counts for each). 0, or 1 out of memory (nothing written). */
 int rep_machines(const rep_grids *gs, FILE *f)
 {
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    char here[256];
+    machine_desc(here, sizeof here);
     char **names = NULL;
     int n = 0, *count = NULL, unnamed = 0, bad = 0, total = 0, nd = 0;
     for (int i = 0; i < gs->n; i++)
@@ -199,8 +193,7 @@ int rep_machines(const rep_grids *gs, FILE *f)
             }
         }
     if (!bad) {
-        fprintf(f, "Machines: this report was made on %s, %d cores, with boltzattn %s", cpu,
-                rep_cores(), BA_VERSION);
+        fprintf(f, "Machines: this report was made on %s, with boltzattn %s", here, BA_VERSION);
         for (int k = 0; k < n; k++)
             fprintf(f, "%s%s (%d run%s)", k ? ", " : "; its runs trained on ", names[k], count[k],
                     count[k] == 1 ? "" : "s");

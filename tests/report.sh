@@ -28,7 +28,9 @@ check "report title and generator" 'has "$TMP/r1.md" "# Results: preset \`full\`
 check "grid table" 'has "$TMP/r1.md" "| brackets | 4 of 4 |"'
 # the machine line names this machine as the maker and, from the records,
 # as the one the runs trained on
-check "machines from the run records" 'grep -Eq "^Machines: this report was made on .+, [0-9]+ cores, with boltzattn [0-9.]+; its runs trained on .+, [0-9]+ cores \(4 runs\)\.$" "$TMP/r1.md"'
+# the machine as machine_desc names it: model, cores, vector set, BLAS kernel
+M='[^,]+, [0-9]+ cores(, (AVX-512|AVX2|SSE2))?, OpenBLAS [^,( ]+'
+check "machines from the run records" 'grep -Eq "^Machines: this report was made on $M, with boltzattn [0-9.]+; its runs trained on $M \(4 runs\)\.$" "$TMP/r1.md"'
 check "training time of 4 runs" 'grep -q "^Training time of the 4 distinct finished runs (a run shared between grids counted once), summed: [0-9.]* hours, [0-9/]* thread(s) per run; the preset runs" "$TMP/r1.md"'
 # the headline section quotes the grid's summary section at T = 16 with FFN
 check "headline row quoted, its heading says task, budget, seeds and the metric's direction" 'grep -A8 -xF "### brackets: T = 16, C = 8, with FFN; brackets, 30 steps, 2 seeds, held-out accuracy % (higher is better)" "$TMP/r1.md" | grep -q "^| boltzmann | 2 | [0-9.]* ± [0-9.]* | .* | +2.89 points |$"'
@@ -50,7 +52,7 @@ set -- "$O"/brackets-copy/runs/*/run.json
 sed -i 's/^\t"machines":.*$/\t"machines":\t["other box, 8 cores"],/' "$1"
 sed -i '/^\t"machines":/d' "$2"
 "$LABBIN" report "$O" --preset full >"$TMP/r2b.md" 2>/dev/null
-check "machines counted per distinct run, unnamed ones said" 'grep -Eq "^Machines: .*; its runs trained on .+, [0-9]+ cores \(2 runs\), other box, 8 cores \(1 run\); 1 run record names no machine \(written by versions before 2026-12-03\)\.$" "$TMP/r2b.md"'
+check "machines counted per distinct run, unnamed ones said" 'grep -Eq "^Machines: .*; its runs trained on $M \(2 runs\), other box, 8 cores \(1 run\); 1 run record names no machine \(written by versions before 2026-12-03\)\.$" "$TMP/r2b.md"'
 check "both grids listed, in order" '[ "$(grep -E "^\| brackets(-copy)? \| 4 of 4 \|$" "$TMP/r2.md" | tr "\n" " ")" = "| brackets-copy | 4 of 4 | | brackets | 4 of 4 | " ]'
 check "quick preset has no headline section" '"$LABBIN" report "$O" --preset quick >"$TMP/r3.md" 2>/dev/null && ! grep -q "^## Headline rows" "$TMP/r3.md" && grep -q "^## brackets-copy$" "$TMP/r3.md"'
 rm -r "$O/brackets-copy"
