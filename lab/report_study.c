@@ -74,10 +74,18 @@ static int shown_before(const st_family *fm, int k, const lab_arm *w)
     return 0;
 }
 
-/* Whether grid x belongs in the family whose first grid is y. */
-static int same_family(const rep_grid *x, const rep_grid *y)
+/* Whether grids x and y train one cell: task, T and C. */
+static int same_cell(const rep_grid *x, const rep_grid *y)
 {
     return x->g.task == y->g.task && x->g.T[0] == y->g.T[0] && x->g.C[0] == y->g.C[0];
+}
+
+/* Whether grid x belongs in the family whose first grid is y: the same
+ * cell at the same learning rate (another rate is another ladder, which
+ * the learning-rate table sets beside it). */
+static int same_family(const rep_grid *x, const rep_grid *y)
+{
+    return same_cell(x, y) && x->g.train.lr == y->g.train.lr;
 }
 
 static int wanted(const rep_grid *x, const lab_names *want)
@@ -242,6 +250,158 @@ static void equal_compute(const st_family *fm, int ffn, FILE *f)
     fputc('\n', f);
 }
 
+/* ------------------------------------------------------ learning rates */
+
+#define ST_MAX_LRS 8
+
+/* One arm's finished runs at one learning rate: the first grid of that
+ * rate that holds the arm (grids in the report's order), its arm index. */
+typedef struct {
+    const rep_grid *g;
+    int a;
+} st_at;
+
+/* The mean metric (shown units) of arm x.a at ffn over the seeds every
+ * rate of the row has finished, and how many; seeds of at. */
+static double common_mean(const st_at *at, int nat, int i, int ffn, int *n)
+{
+    const rep_grid *x = at[i].g;
+    ba_running m = {0};
+    for (int k = 0; k < x->cs.n; k++) {
+        const lab_cell *c = &x->cs.cells[k];
+        if (!c->run || c->arm != at[i].a || c->T != x->g.T[0] || c->C != x->g.C[0] ||
+            c->ffn != ffn)
+            continue;
+        int all = 1;
+        for (int j = 0; j < nat && all; j++) {
+            if (!at[j].g || j == i)
+                continue;
+            const lab_cell *o = lab_cells_find(&at[j].g->cs, at[j].a, at[j].g->g.T[0],
+                                               at[j].g->g.C[0], ffn, c->seed);
+            all = o && o->run;
+        }
+        if (all)
+            ba_running_add(&m, lab_shown(x->g.task, c->run->value));
+    }
+    *n = (int)m.n;
+    return m.mean;
+}
+
+static int by_double(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+/* One table of a cell and budget trained at several learning rates: each
+ * arm's mean at every rate on the seeds all its rates have finished, and
+ * its best rate. A check of the settings the verdicts rest on (one rate
+ * for every arm), not a verdict itself. */
+static void lr_table(const rep_grids *gs, const unsigned char *in, const double *lr, int nlr,
+                     int ffn, FILE *f)
+{
+    const rep_grid *x0 = NULL;
+    for (int i = 0; i < gs->n && !x0; i++)
+        x0 = in[i] ? &gs->v[i] : NULL;
+    ba_task t = x0->g.task;
+    fprintf(f, "Learning rate, %s, T = %d, C = %d, %s FFN, %ld steps (each arm on the seeds "
+               "every rate of its row has finished; a check of the one rate the verdicts use "
+               "for every arm, not a verdict):\n\n| arm | seeds |",
+            ba_task_name(t), x0->g.T[0], x0->g.C[0], ffn ? "with" : "without",
+            x0->g.train.steps);
+    for (int r = 0; r < nlr; r++)
+        fprintf(f, " lr %g |", lr[r]);
+    fprintf(f, " best lr |\n|---|---|");
+    for (int r = 0; r <= nlr; r++)
+        fprintf(f, "---|");
+    fputc('\n', f);
+    /* the arms in the order of the grids, each once */
+    for (int i = 0; i < gs->n; i++) {
+        if (!in[i])
+            continue;
+        for (int a = 0; a < gs->v[i].g.narms; a++) {
+            const lab_arm *w = &gs->v[i].g.arms[a];
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = in[j] && arm_in(&gs->v[j], w) >= 0;
+            for (int b = 0; b < a && !seen; b++)
+                seen = same_arm(&gs->v[i].g.arms[b], w);
+            if (seen)
+                continue;
+            st_at at[ST_MAX_LRS] = {{0}};
+            int have = 0;
+            for (int r = 0; r < nlr; r++)
+                for (int j = 0; j < gs->n && !at[r].g; j++)
+                    if (in[j] && gs->v[j].g.train.lr == lr[r] && arm_in(&gs->v[j], w) >= 0)
+                        at[r].g = &gs->v[j], at[r].a = arm_in(&gs->v[j], w), have++;
+            if (have < 2)
+                continue;
+            char label[160], cells[ST_MAX_LRS][32];
+            lab_arm_label(w, label, sizeof label);
+            int n = 0, best = -1;
+            double mean[ST_MAX_LRS] = {0};
+            for (int r = 0; r < nlr; r++) {
+                snprintf(cells[r], sizeof cells[r], "-");
+                if (!at[r].g)
+                    continue;
+                mean[r] = common_mean(at, nlr, r, ffn, &n);
+                if (n == 0)
+                    continue;
+                snprintf(cells[r], sizeof cells[r], "%.*f", t == BA_TASK_CHARLM ? 3 : 2, mean[r]);
+                if (best < 0 || (t == BA_TASK_CHARLM ? mean[r] < mean[best] : mean[r] > mean[best]))
+                    best = r;
+            }
+            fprintf(f, "| %s | %d |", label, n);
+            for (int r = 0; r < nlr; r++)
+                fprintf(f, " %s |", cells[r]);
+            if (best >= 0)
+                fprintf(f, " %g |\n", lr[best]);
+            else
+                fprintf(f, " - |\n");
+        }
+    }
+    fputc('\n', f);
+}
+
+/* The learning-rate tables: one per cell, FFN and budget whose grids hold
+ * two or more rates. */
+static int lr_tables(const command *c, const rep_grids *gs, const lab_names *want, FILE *f)
+{
+    unsigned char *done = calloc((size_t)gs->n + 1, 2);
+    if (!done)
+        return fail_lib(c, "out of memory", 1);
+    unsigned char *in = done + gs->n + 1;
+    for (int i = 0; i < gs->n; i++) {
+        const rep_grid *x0 = &gs->v[i];
+        if (done[i] || !wanted(x0, want) || x0->g.nT != 1 || x0->g.nC != 1)
+            continue;
+        double lr[ST_MAX_LRS];
+        int nlr = 0;
+        memset(in, 0, (size_t)gs->n);
+        for (int j = i; j < gs->n; j++) {
+            const rep_grid *y = &gs->v[j];
+            if (done[j] || !wanted(y, want) || y->g.nT != 1 || y->g.nC != 1 ||
+                !same_cell(y, x0) || y->g.train.steps != x0->g.train.steps)
+                continue;
+            int k = 0;
+            while (k < nlr && lr[k] != y->g.train.lr)
+                k++;
+            if (k == nlr && nlr == ST_MAX_LRS)
+                continue; /* past the table's columns: left for no table */
+            if (k == nlr)
+                lr[nlr++] = y->g.train.lr;
+            done[j] = in[j] = 1;
+        }
+        if (nlr < 2)
+            continue;
+        qsort(lr, (size_t)nlr, sizeof lr[0], by_double);
+        for (int fi = 0; fi < x0->g.nffn; fi++)
+            lr_table(gs, in, lr, nlr, x0->g.ffn[fi], f);
+    }
+    free(done);
+    return 0;
+}
+
 static int by_steps(const void *pa, const void *pb)
 {
     const rep_grid *a = *(const rep_grid *const *)pa, *b = *(const rep_grid *const *)pb;
@@ -285,8 +445,8 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
         family_arms(&fm);
         for (int fi = 0; fi < x0->g.nffn; fi++) {
             int ffn = x0->g.ffn[fi];
-            fprintf(f, "### %s, T = %d, C = %d, %s FFN (", ba_task_name(x0->g.task), x0->g.T[0],
-                    x0->g.C[0], ffn ? "with" : "without");
+            fprintf(f, "### %s, T = %d, C = %d, %s FFN, lr %g (", ba_task_name(x0->g.task),
+                    x0->g.T[0], x0->g.C[0], ffn ? "with" : "without", x0->g.train.lr);
             for (int k = 0; k < fm.n; k++)
                 fprintf(f, "%s`%s`", k ? ", " : "", fm.g[k]->name);
             fprintf(f, ")\n\n");
@@ -299,5 +459,5 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
         }
     }
     free(done);
-    return 0;
+    return lr_tables(c, gs, want, f);
 }
