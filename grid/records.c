@@ -288,6 +288,12 @@ int lab_runs_scan(const command *c, const char *grid, lab_runs *out)
             break;
         }
         int st = lab_run_read(dir, &out->v[out->n], err);
+        /* Not there when read, there now: another process's run finished
+         * or saved in between (records are renamed into place whole), so
+         * read it again; only a record that is there and still cannot be
+         * read is an error. */
+        if (st == BA_ERR_IO && record_there(dir))
+            st = lab_run_read(dir, &out->v[out->n], err);
         if (st == BA_OK)
             out->n++;
         else if (st == BA_ERR_NOMEM)
