@@ -21,8 +21,6 @@
 #include <unistd.h>
 
 #define MAX_SHARE 16
-/* arms named on the command line, before samplers multiply them */
-#define MAX_BASE_ARMS 16
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -59,166 +57,23 @@ static opt ablate_opts[64] = {
      "named ...-KIND-S<shots>)", 0, 0},
     {"shots", "LIST", NULL, "shots of the sampled cells", 0, 0},
     {"extrapolate", "LIST", NULL,
-     "train nothing: evaluate the finished charlm runs of the grid in DIR (its grid.json) at "
-     "each block size T of the list (e.g. 512,1024,2048,4096, in order) and at their own, "
-     "into DIR/extrapolation.json (kept entries are not redone; runs that cannot run at T "
-     "are recorded with the reason, runs without their checkpoint skipped); takes only "
-     "--out, --extrapolate-items, --batch (default: the grid's), --data (default: each "
-     "run's) and --threads", 0, 0},
+     "evaluate the grid's charlm runs at each block size T of the list (e.g. "
+     "512,1024,2048,4096, in order) and at their own, into DIR/extrapolation.json (kept "
+     "entries are not redone; runs that cannot run at T are recorded with the reason, runs "
+     "without their checkpoint skipped). With the grid's options: each run as soon as it "
+     "is trained, then every finished run still missing; with --out alone: train nothing "
+     "(then it takes only --extrapolate-items, --extrapolate-batch or --batch, --data, "
+     "default each run's, and --threads)", 0, 0},
     {"extrapolate-items", "N", "0 (all)",
      "with --extrapolate: evenly spaced validation windows per evaluation", 0, 0},
+    {"extrapolate-batch", "N", "the grid's --batch",
+     "with --extrapolate: the evaluations' batch", 0, 0},
     {0, 0, 0, 0, 0, 0},
 };
 static const command ablate_cmd = {
     "ablate", "--task charlm|brackets|recall --out DIR [options]", ablate_opts};
 
 /* ------------------------------------------------------ the grid */
-
-/* A comma-separated list of names into parsed values (no empty item, no
- * repeat): parse(name, &value, err) for each. */
-static int name_list(const command *c, const char *opt_name, int max,
-                     int (*parse)(const char *, int *, char *), int *out, int *n)
-{
-    char list[512], err[BA_ERR_LEN];
-    const char *v = get_str(c, opt_name);
-    *n = 0;
-    if (snprintf(list, sizeof list, "%s", v) >= (int)sizeof list)
-        return usage_error(c, "--%s: list too long", opt_name);
-    char *p = list;
-    for (;;) {
-        char *comma = strchr(p, ',');
-        if (comma)
-            *comma = '\0';
-        if (!*p)
-            return usage_error(c, "--%s: '%s' has an empty item", opt_name, v);
-        if (*n >= max)
-            return usage_error(c, "--%s: at most %d values", opt_name, max);
-        if (parse(p, &out[*n], err))
-            return usage_error(c, "--%s: %s", opt_name, err);
-        for (int i = 0; i < *n; i++)
-            if (out[i] == out[*n])
-                return usage_error(c, "--%s: '%s' is listed twice", opt_name, p);
-        (*n)++;
-        if (!comma)
-            return 0;
-        p = comma + 1;
-    }
-}
-
-static int parse_attn(const char *s, int *out, char *err)
-{
-    ba_attn a;
-    int rc = ba_attn_parse(s, &a, err);
-    *out = (int)a;
-    return rc;
-}
-
-static int parse_kind(const char *s, int *out, char *err)
-{
-    ba_sampler_kind k;
-    int rc = ba_sampler_parse(s, &k, err);
-    *out = (int)k;
-    return rc;
-}
-
-/* Splits the items of the --arm values (each comma-separated) into
- * arms: no empty item, no arm twice (two specs of one arm included). */
-static int arm_specs(const command *c, const char *const *vals, int nv, lab_arm *out, int *n)
-{
-    char err[BA_ERR_LEN], item[MAX_BASE_ARMS][128];
-    *n = 0;
-    for (int v = 0; v < nv; v++)
-        for (const char *p = vals[v];;) {
-            size_t len = strcspn(p, ",");
-            if (len == 0)
-                return usage_error(c, "--arm: '%s' has an empty item", vals[v]);
-            if (*n == MAX_BASE_ARMS)
-                return usage_error(c, "--arm: at most %d arms", MAX_BASE_ARMS);
-            if (len >= sizeof item[0])
-                return usage_error(c, "--arm: '%.40s...' is too long", p);
-            memcpy(item[*n], p, len);
-            item[*n][len] = '\0';
-            if (lab_arm_parse(item[*n], &out[*n], err))
-                return usage_error(c, "--arm %s", err);
-            for (int i = 0; i < *n; i++)
-                if (out[i].attn == out[*n].attn && lab_form_same(&out[i].form, &out[*n].form))
-                    return usage_error(c,
-                                       "--arm: '%s' and '%s' are the same arm (arms of one "
-                                       "grid differ by more than their engine: one grid per "
-                                       "engine)",
-                                       item[i], item[*n]);
-            (*n)++;
-            if (!p[len])
-                break;
-            p += len + 1;
-        }
-    return 0;
-}
-
-/* The variants and forms the grid compares, before samplers: the --arm
- * specs, or the plain variants of --attn. */
-static int base_arms(const command *c, int argc, char **argv, lab_arm *out, int *n)
-{
-    const char *vals[MAX_BASE_ARMS];
-    int nv = get_repeated(c, argc, argv, "arm", vals, MAX_BASE_ARMS), attn[4], rc;
-    if (nv < 0)
-        return -nv;
-    if (nv > 0 && is_set(c, "attn"))
-        return usage_error(c, "--arm and --attn exclude each other (--arm boltzmann is --attn "
-                              "boltzmann)");
-    if (nv > 0)
-        return arm_specs(c, vals, nv, out, n);
-    if ((rc = name_list(c, "attn", 4, parse_attn, attn, n)))
-        return rc;
-    for (int a = 0; a < *n; a++)
-        out[a] = lab_arm_plain((ba_attn)attn[a]);
-    return 0;
-}
-
-/* The arms: every base arm, and the boltzmann and coupling ones once per
- * sampler (and shot count, for sampled ones). */
-static int parse_arms(const command *c, int argc, char **argv, lab_grid *g)
-{
-    int kinds[8], nk, shots[LAB_MAX_LIST], ns = 0, rc, any_sampled = 0, na;
-    lab_arm base[MAX_BASE_ARMS];
-    if ((rc = base_arms(c, argc, argv, base, &na)) ||
-        (rc = name_list(c, "sampler", 5, parse_kind, kinds, &nk)))
-        return rc;
-    for (int k = 0; k < nk; k++)
-        any_sampled |= kinds[k] != BA_SAMPLER_EXACT;
-    if (is_set(c, "shots") && !any_sampled)
-        return usage_error(c, "--shots needs a sampler other than exact (--sampler)");
-    if (any_sampled && (rc = get_int_list(c, "shots", 1, 1 << 24, shots, LAB_MAX_LIST, &ns)))
-        return rc;
-    ba_sampler_kind sk[8];
-    for (int k = 0; k < nk; k++)
-        sk[k] = (ba_sampler_kind)kinds[k];
-    if ((rc = parse_sampler_params(c, sk, nk, 0)))
-        return rc;
-    int ising_in_grid = 0;
-    for (int a = 0; a < na; a++) {
-        int ising = base[a].attn == BA_ATTN_BOLTZMANN || base[a].attn == BA_ATTN_COUPLING;
-        ising_in_grid |= ising;
-        /* sampling applies to boltzmann and coupling only */
-        for (int k = 0; k < (ising ? nk : 1); k++)
-            for (int si = 0; si < (ising && kinds[k] != BA_SAMPLER_EXACT ? ns : 1); si++) {
-                if (g->narms == LAB_MAX_ARMS)
-                    return usage_error(c, "at most %d arms (variants x samplers x shots)",
-                                       LAB_MAX_ARMS);
-                lab_arm *ar = &g->arms[g->narms++];
-                *ar = base[a];
-                ar->sampler = ba_sampler_default(ising ? sk[k] : BA_SAMPLER_EXACT);
-                if (lab_arm_sampled(ar)) {
-                    apply_sampler_params(c, &ar->sampler, 0);
-                    ar->sampler.shots = shots[si];
-                }
-            }
-    }
-    if (any_sampled && !ising_in_grid)
-        return usage_error(c, "--sampler: sampling applies to boltzmann and coupling only, "
-                              "and neither is among the arms (--attn, --arm)");
-    return 0;
-}
 
 /* The grid of the command line; every cell's config is checked before
  * anything is trained. */
@@ -235,7 +90,7 @@ static int parse_grid(const command *c, int argc, char **argv, lab_grid *g)
     model_opts mo;
     long seed0;
     int rc;
-    if ((rc = parse_arms(c, argc, argv, g)))
+    if ((rc = lab_arms_from_cli(c, argc, argv, g)))
         return rc;
     /* the engine whose settings the approximate options give when the
      * grid's is exact: an arm's own (hybrid first, which also has --window) */
@@ -301,6 +156,7 @@ typedef struct {
     lab_grid g;
     lab_runs runs;
     lab_cells cells;
+    const lab_xplan *x; /* --extrapolate beside training, or NULL */
 } grid_state;
 
 static int refresh(grid_state *s)
@@ -591,52 +447,58 @@ static int train_missing(grid_state *s, const char *data_path)
         fprintf(mpi_err(), "%s[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", who,
                 finished_count(s), s->cells.n, name,
                 s->g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy", now->run->value, elb, eta);
+        /* evaluated while its checkpoint is surely at hand: a study spans
+         * machines, and checkpoints are not committed */
+        if (s->x)
+            code = lab_extrapolate_list(s->c, s->dir, s->x, data_path);
     }
     ba_dataset_free(data);
+    /* then every finished run still missing, trained here or not */
+    if (!code && s->x)
+        code = lab_extrapolate_list(s->c, s->dir, s->x, data_path);
     return code;
 }
 
-/* The evaluation modes read the grid from DIR/grid.json and train
- * nothing, so grid options would be ignored; they are refused instead. */
-static int only_opts(const command *c, const char *mode, const char *const *apply, size_t n)
+/* --extrapolate with --out alone reads the grid from DIR/grid.json and
+ * trains nothing, so grid options would be ignored; they are refused
+ * instead. */
+static int only_opts(const command *c, const char *const *apply, size_t n)
 {
     for (const opt *o = c->opts; o->name; o++) {
         int ok = !o->set;
         for (size_t i = 0; !ok && i < n; i++)
             ok = strcmp(o->name, apply[i]) == 0;
         if (!ok)
-            return usage_error(c, "%s reads the grid from DIR/grid.json and trains nothing: "
-                                  "--%s does not apply%s", mode, o->name,
-                               strcmp(o->name, "engine") == 0 ? " (each run keeps its own "
-                                                                "engine)" : "");
+            return usage_error(c, "--extrapolate reads the grid from DIR/grid.json and trains "
+                                  "nothing: --%s does not apply%s", o->name,
+                               strcmp(o->name, "engine") == 0
+                                   ? " (each run keeps its own engine)"
+                                   : " (to train the grid and evaluate each run as it "
+                                     "finishes, give every grid option, --task included)");
     }
     return 0;
 }
 
-/* ablate --extrapolate (extrapolate.c). */
+/* ablate --extrapolate with --out alone (extrapolate.c). */
 static int extrapolate_mode(const command *c)
 {
-    static const char *const apply[] = {"out", "extrapolate", "extrapolate-items", "batch",
-                                        "data", "threads"};
-    int rc = only_opts(c, "--extrapolate", apply, sizeof apply / sizeof apply[0]);
+    static const char *const apply[] = {"out",   "extrapolate", "extrapolate-items",
+                                        "batch", "extrapolate-batch", "data", "threads"};
+    int rc = only_opts(c, apply, sizeof apply / sizeof apply[0]);
     if (rc)
         return rc;
     const char *dir = get_str(c, "out");
-    int T2[LAB_MAX_LIST], nT = 0, items = 0, B = 0;
+    lab_xplan x;
     if (!dir || !*dir)
         return usage_error(c, "option '--out' is required");
-    if ((rc = get_int_list(c, "extrapolate", 2, BA_MAX_BLOCK, T2, LAB_MAX_LIST, &nT)) ||
-        (is_set(c, "extrapolate-items") &&
-         (rc = get_int(c, "extrapolate-items", 0, INT_MAX, &items))) ||
-        (is_set(c, "batch") && (rc = get_int(c, "batch", 1, 1 << 20, &B))) ||
+    if (is_set(c, "batch") && is_set(c, "extrapolate-batch"))
+        return usage_error(c, "--batch and --extrapolate-batch say the same with --out alone: "
+                              "give one");
+    if ((rc = lab_extrapolate_opts(c, &x)) ||
+        (is_set(c, "batch") && (rc = get_int(c, "batch", 1, 1 << 20, &x.B))) ||
         (rc = apply_threads(c)))
         return rc;
-    /* one length after another, each resumable on its own (entries are
-     * keyed by the length), shortest first as given */
-    const char *data = is_set(c, "data") ? get_str(c, "data") : NULL;
-    for (int i = 0; i < nT && !rc; i++)
-        rc = lab_extrapolate(c, dir, T2[i], items, B, data);
-    return rc;
+    return lab_extrapolate_list(c, dir, &x, is_set(c, "data") ? get_str(c, "data") : NULL);
 }
 
 /* Options given to --summary-only beside --out must be every option the
@@ -724,10 +586,16 @@ int cmd_ablate(int argc, char **argv)
                 return usage_error(c, "--%s runs on one process: run it without mpirun",
                                    single[i]);
     }
-    if (is_set(c, "extrapolate"))
+    if (is_set(c, "extrapolate") && !is_set(c, "task"))
         return extrapolate_mode(c);
-    if (is_set(c, "extrapolate-items"))
-        return usage_error(c, "--extrapolate-items needs --extrapolate");
+    if (!is_set(c, "extrapolate") &&
+        (is_set(c, "extrapolate-items") || is_set(c, "extrapolate-batch")))
+        return usage_error(c, "--%s needs --extrapolate",
+                           is_set(c, "extrapolate-items") ? "extrapolate-items"
+                                                          : "extrapolate-batch");
+    if (is_set(c, "summary-only") && is_set(c, "extrapolate"))
+        return usage_error(c, "--summary-only trains and evaluates nothing: --extrapolate does "
+                              "not apply");
     if (is_set(c, "summary-only"))
         return summary_mode(c, argc, argv);
     grid_state s;
@@ -740,6 +608,15 @@ int cmd_ablate(int argc, char **argv)
         return -nshare;
     if ((rc = parse_grid(c, argc, argv, &s.g)))
         return rc;
+    lab_xplan xp;
+    if (is_set(c, "extrapolate")) {
+        if (s.g.task != BA_TASK_CHARLM)
+            return usage_error(c, "--extrapolate evaluates language models (charlm), not a %s "
+                                  "grid", ba_task_name(s.g.task));
+        if ((rc = lab_extrapolate_opts(c, &xp)))
+            return rc;
+        s.x = &xp;
+    }
     char path[PATH_LEN], err[BA_ERR_LEN];
     /* grid.json is replaced below: one that is not a file is refused */
     struct stat gs;

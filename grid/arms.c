@@ -212,3 +212,152 @@ int lab_softmax_arm(const lab_grid *g)
     }
     return any;
 }
+
+/* ------------------------------------------ the arms of ablate's options */
+
+/* arms named on the command line, before samplers multiply them */
+#define MAX_BASE_ARMS 16
+
+/* A comma-separated list of names into parsed values (no empty item, no
+ * repeat): parse(name, &value, err) for each. */
+static int name_list(const command *c, const char *opt_name, int max,
+                     int (*parse)(const char *, int *, char *), int *out, int *n)
+{
+    char list[512], err[BA_ERR_LEN];
+    const char *v = get_str(c, opt_name);
+    *n = 0;
+    if (snprintf(list, sizeof list, "%s", v) >= (int)sizeof list)
+        return usage_error(c, "--%s: list too long", opt_name);
+    char *p = list;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*p)
+            return usage_error(c, "--%s: '%s' has an empty item", opt_name, v);
+        if (*n >= max)
+            return usage_error(c, "--%s: at most %d values", opt_name, max);
+        if (parse(p, &out[*n], err))
+            return usage_error(c, "--%s: %s", opt_name, err);
+        for (int i = 0; i < *n; i++)
+            if (out[i] == out[*n])
+                return usage_error(c, "--%s: '%s' is listed twice", opt_name, p);
+        (*n)++;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+static int parse_attn(const char *s, int *out, char *err)
+{
+    ba_attn a;
+    int rc = ba_attn_parse(s, &a, err);
+    *out = (int)a;
+    return rc;
+}
+
+static int parse_kind(const char *s, int *out, char *err)
+{
+    ba_sampler_kind k;
+    int rc = ba_sampler_parse(s, &k, err);
+    *out = (int)k;
+    return rc;
+}
+
+/* Splits the items of the --arm values (each comma-separated) into
+ * arms: no empty item, no arm twice (two specs of one arm included). */
+static int arm_specs(const command *c, const char *const *vals, int nv, lab_arm *out, int *n)
+{
+    char err[BA_ERR_LEN], item[MAX_BASE_ARMS][128];
+    *n = 0;
+    for (int v = 0; v < nv; v++)
+        for (const char *p = vals[v];;) {
+            size_t len = strcspn(p, ",");
+            if (len == 0)
+                return usage_error(c, "--arm: '%s' has an empty item", vals[v]);
+            if (*n == MAX_BASE_ARMS)
+                return usage_error(c, "--arm: at most %d arms", MAX_BASE_ARMS);
+            if (len >= sizeof item[0])
+                return usage_error(c, "--arm: '%.40s...' is too long", p);
+            memcpy(item[*n], p, len);
+            item[*n][len] = '\0';
+            if (lab_arm_parse(item[*n], &out[*n], err))
+                return usage_error(c, "--arm %s", err);
+            for (int i = 0; i < *n; i++)
+                if (out[i].attn == out[*n].attn && lab_form_same(&out[i].form, &out[*n].form))
+                    return usage_error(c,
+                                       "--arm: '%s' and '%s' are the same arm (arms of one "
+                                       "grid differ by more than their engine: one grid per "
+                                       "engine)",
+                                       item[i], item[*n]);
+            (*n)++;
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+    return 0;
+}
+
+/* The variants and forms the grid compares, before samplers: the --arm
+ * specs, or the plain variants of --attn. */
+static int base_arms(const command *c, int argc, char **argv, lab_arm *out, int *n)
+{
+    const char *vals[MAX_BASE_ARMS];
+    int nv = get_repeated(c, argc, argv, "arm", vals, MAX_BASE_ARMS), attn[4], rc;
+    if (nv < 0)
+        return -nv;
+    if (nv > 0 && is_set(c, "attn"))
+        return usage_error(c, "--arm and --attn exclude each other (--arm boltzmann is --attn "
+                              "boltzmann)");
+    if (nv > 0)
+        return arm_specs(c, vals, nv, out, n);
+    if ((rc = name_list(c, "attn", 4, parse_attn, attn, n)))
+        return rc;
+    for (int a = 0; a < *n; a++)
+        out[a] = lab_arm_plain((ba_attn)attn[a]);
+    return 0;
+}
+
+int lab_arms_from_cli(const command *c, int argc, char **argv, lab_grid *g)
+{
+    int kinds[8], nk, shots[LAB_MAX_LIST], ns = 0, rc, any_sampled = 0, na;
+    lab_arm base[MAX_BASE_ARMS];
+    if ((rc = base_arms(c, argc, argv, base, &na)) ||
+        (rc = name_list(c, "sampler", 5, parse_kind, kinds, &nk)))
+        return rc;
+    for (int k = 0; k < nk; k++)
+        any_sampled |= kinds[k] != BA_SAMPLER_EXACT;
+    if (is_set(c, "shots") && !any_sampled)
+        return usage_error(c, "--shots needs a sampler other than exact (--sampler)");
+    if (any_sampled && (rc = get_int_list(c, "shots", 1, 1 << 24, shots, LAB_MAX_LIST, &ns)))
+        return rc;
+    ba_sampler_kind sk[8];
+    for (int k = 0; k < nk; k++)
+        sk[k] = (ba_sampler_kind)kinds[k];
+    if ((rc = parse_sampler_params(c, sk, nk, 0)))
+        return rc;
+    int ising_in_grid = 0;
+    for (int a = 0; a < na; a++) {
+        int ising = base[a].attn == BA_ATTN_BOLTZMANN || base[a].attn == BA_ATTN_COUPLING;
+        ising_in_grid |= ising;
+        /* sampling applies to boltzmann and coupling only */
+        for (int k = 0; k < (ising ? nk : 1); k++)
+            for (int si = 0; si < (ising && kinds[k] != BA_SAMPLER_EXACT ? ns : 1); si++) {
+                if (g->narms == LAB_MAX_ARMS)
+                    return usage_error(c, "at most %d arms (variants x samplers x shots)",
+                                       LAB_MAX_ARMS);
+                lab_arm *ar = &g->arms[g->narms++];
+                *ar = base[a];
+                ar->sampler = ba_sampler_default(ising ? sk[k] : BA_SAMPLER_EXACT);
+                if (lab_arm_sampled(ar)) {
+                    apply_sampler_params(c, &ar->sampler, 0);
+                    ar->sampler.shots = shots[si];
+                }
+            }
+    }
+    if (any_sampled && !ising_in_grid)
+        return usage_error(c, "--sampler: sampling applies to boltzmann and coupling only, "
+                              "and neither is among the arms (--attn, --arm)");
+    return 0;
+}

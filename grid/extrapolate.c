@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,4 +164,26 @@ int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
                T2, f.done, f.refused, f.kept, f.skipped, f.changed ? "; wrote " : "",
                f.changed ? f.path : "");
     return code;
+}
+
+int lab_extrapolate_opts(const command *c, lab_xplan *x)
+{
+    memset(x, 0, sizeof *x);
+    int rc = get_int_list(c, "extrapolate", 2, BA_MAX_BLOCK, x->T2, LAB_MAX_LIST, &x->nT);
+    if (!rc && is_set(c, "extrapolate-items"))
+        rc = get_int(c, "extrapolate-items", 0, INT_MAX, &x->items);
+    if (!rc && is_set(c, "extrapolate-batch"))
+        rc = get_int(c, "extrapolate-batch", 1, 1 << 20, &x->B);
+    return rc;
+}
+
+int lab_extrapolate_list(const command *c, const char *dir, const lab_xplan *x,
+                         const char *data_path)
+{
+    /* one length after another, each resumable on its own (entries are
+     * keyed by the length), in the order given */
+    int rc = 0;
+    for (int i = 0; i < x->nT && !rc; i++)
+        rc = lab_extrapolate(c, dir, x->T2[i], x->items, x->B, data_path);
+    return rc;
 }

@@ -176,6 +176,11 @@ typedef struct {
     ba_train_settings train;  /* the seed is each cell's */
 } lab_grid;
 
+/* The arms of ablate's --arm (or --attn), --sampler, --shots and sampler
+ * options into g->arms, g->narms (arms.c): every base arm, and the
+ * boltzmann and coupling ones once per sampler (and shot count, for
+ * sampled ones). 0 or a usage exit code after printing. */
+int lab_arms_from_cli(const command *c, int argc, char **argv, lab_grid *g);
 /* The arm every effect is measured against: the plain, exact softmax arm
  * (learned positions), else the first softmax arm of another form (e.g. the
  * study's softmax+RoPE before its +ALiBi), or -1. */
@@ -357,6 +362,19 @@ int lab_eval_data(const command *c, ba_model *m, const ba_data_spec *spec, int T
  * one). 0 or an exit code after printing. */
 int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
                     const char *data_path);
+/* What ablate --extrapolate evaluates: the lengths (in the order given),
+ * the validation windows per evaluation (0: all) and the batch (0: the
+ * grid's). */
+typedef struct {
+    int T2[LAB_MAX_LIST], nT, items, B;
+} lab_xplan;
+/* --extrapolate, --extrapolate-items and --extrapolate-batch of c into *x
+ * (the batch stays 0 when not given). 0 or a usage exit code. */
+int lab_extrapolate_opts(const command *c, lab_xplan *x);
+/* lab_extrapolate at each length of x, in the order given: 0 or an
+ * exit code after printing. */
+int lab_extrapolate_list(const command *c, const char *dir, const lab_xplan *x,
+                         const char *data_path);
 
 /* boltzattn-lab eval-engines --out DIR --engines LIST (engine_eval.c), the
  * option values from its table: every finished run of the grid in --out

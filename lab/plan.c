@@ -3,6 +3,8 @@
  *
  *   STAGE ablate NAME ARGS...        train (or summarise) grid NAME: ARGS are
  *                                    `boltzattn ablate`'s, --out @OUT/NAME last
+ *                                    (a grid with "extrapolate": its lengths,
+ *                                    items and batch too, but in a summary)
  *   STAGE couplings NAME ARMS        one couplings analysis per Ising arm of ARMS
  *   STAGE extrapolate NAME ARGS...   `boltzattn ablate --out @OUT/NAME ARGS`
  *   STAGE if-unsettled NAME PREV ARGS...  the next rung of a ladder: `boltzattn
@@ -229,6 +231,29 @@ static int extrapolate_line(const planner *p, const char *stage, const char *nam
     return rc;
 }
 
+/* The grid's "extrapolate" as training's words (none in a summary):
+ * --extrapolate, --extrapolate-items and its batch as --extrapolate-batch,
+ * so that ablate evaluates each run as soon as it is trained; the
+ * extrapolate lines after the grid then find its entries kept. */
+static int train_extrap_words(const planner *p, const cJSON *ex, FILE *f)
+{
+    static const char *const keys[][2] = {{"extrapolate", "extrapolate"},
+                                          {"extrapolate_items", "extrapolate-items"},
+                                          {"batch", "extrapolate-batch"}};
+    if (!ex || p->summary)
+        return 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(ex, keys[i][0]);
+        char buf[1024];
+        int rc = v ? value(p, v, buf, sizeof buf) : 0;
+        if (rc)
+            return rc;
+        if (v && *buf)
+            fprintf(f, " --%s %s", keys[i][1], buf);
+    }
+    return 0;
+}
+
 /* With "seeds_if_unresolved" above the grid's seeds: its extrapolation
  * (if any), the more-seeds line (the grid's options with that many
  * seeds), its extrapolation again; *more: that count, else 0. */
@@ -264,6 +289,8 @@ static int more_seeds_line(const planner *p, const char *stage, const char *name
     if (!rc) {
         fprintf(p->f, "%s more-seeds %s %ld", stage, name, b);
         rc = words(p, more_m, 1, p->f);
+        if (!rc)
+            rc = train_extrap_words(p, ex, p->f);
         fprintf(p->f, " --out @OUT/%s\n", name);
     }
     cJSON_Delete(more_m);
@@ -292,9 +319,11 @@ static int grid_lines(const planner *p, const cJSON *preset, const char *stage, 
         fprintf(p->f, "%s if-unsettled %s %s", stage, name, iu->valuestring);
     else
         fprintf(p->f, "%s ablate %s", stage, name);
-    rc = words(p, m, 1, p->f);
-    fprintf(p->f, " --out @OUT/%s\n", name);
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(m, "extrapolate");
+    rc = words(p, m, 1, p->f);
+    if (!rc)
+        rc = train_extrap_words(p, ex, p->f);
+    fprintf(p->f, " --out @OUT/%s\n", name);
     /* the claims read at the grid's extrapolation too: it comes first, and
      * again after the seeds added (entries there are kept) */
     long more = 0;
