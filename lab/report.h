@@ -143,6 +143,9 @@ int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f)
  * the most windows; NULL when none). */
 cJSON *rep_extrapolation_read(const command *c, const rep_grid *x);
 const cJSON *rep_extrapolation_entry(const cJSON *entries, const char *name, int T2);
+/* The distinct T_eval of the entries into v, ascending (at most max);
+ * returns their count. */
+int rep_extrapolation_lengths(const cJSON *entries, int *v, int max);
 
 /* report_long.c: the long-context section of the long preset's grids
  * under out (want: the preset's, named when missing): per T the arms
@@ -162,6 +165,13 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
  * line. 0 or an exit code after printing. */
 int rep_study_section(const command *c, const char *out, const rep_grids *gs,
                       const lab_names *want, int standalone, FILE *f);
+/* report_extrap.c: the length extrapolation of a charlm rung x of the
+ * study at ffn, from x's extrapolation file: every arm's perplexity at its
+ * trained T and each longer T (mean ± sd over the runs with an entry; a
+ * refused arm with the library's reason, runs without an entry counted),
+ * then each arm against the grid's reference, paired on seeds. Nothing
+ * where the file holds no finished evaluation (a damaged one: a warning). */
+void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, FILE *f);
 
 /* The section "## Training with sampled statistics" of doc regenerated
  * from the grids of out, everything above the heading kept, written

@@ -351,6 +351,24 @@ const cJSON *rep_extrapolation_entry(const cJSON *entries, const char *name, int
     return best;
 }
 
+int rep_extrapolation_lengths(const cJSON *entries, int *v, int max)
+{
+    int n = 0;
+    for (const cJSON *e = entries->child; e; e = e->next) {
+        int t = (int)rep_num(e, "T_eval"), k = 0;
+        while (k < n && v[k] != t)
+            k++;
+        if (k == n && n < max)
+            v[n++] = t;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n;
+}
+
 void rep_generated_by(const char *out, const char *preset, const rep_grids *gs, FILE *f)
 {
     char date[32];

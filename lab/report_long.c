@@ -344,25 +344,6 @@ static int extrap_row(const rep_grids *gs, const rep_grid *x, const cJSON *entri
     return 1;
 }
 
-/* The distinct T_eval of the entries, ascending (at most max). */
-static int teval_list(const cJSON *entries, int *v, int max)
-{
-    int n = 0;
-    for (const cJSON *e = entries->child; e; e = e->next) {
-        int t = (int)rep_num(e, "T_eval"), k = 0;
-        while (k < n && v[k] != t)
-            k++;
-        if (k == n && n < max)
-            v[n++] = t;
-    }
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            int t = v[j];
-            v[j] = v[j - 1], v[j - 1] = t;
-        }
-    return n;
-}
-
 /* The extrapolation tables of grid x (one per T_eval in its file). */
 static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *x, FILE *f)
 {
@@ -370,7 +351,7 @@ static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *
     if (!o)
         return 0;
     const cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
-    int tv[16], nt = teval_list(entries, tv, 16);
+    int tv[16], nt = rep_extrapolation_lengths(entries, tv, 16);
     double *w = malloc(sizeof(double) * ((size_t)x->cs.n * 3 + 1));
     char *refused = calloc(4096, 1);
     int code = !w || !refused;

@@ -6,7 +6,7 @@
  * that took no longer). Every number comes from the run records
  * (run.json through the grid layer): the metric and wall_s, the training
  * time summed over every call of a resumed run, periodic evaluations
- * included. */
+ * included; then each rung's length extrapolation (report_extrap.c). */
 #include "report.h"
 
 #include <math.h>
@@ -456,6 +456,8 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
                         fm.left_rungs, fm.left_arms, ST_MAX_RUNGS, ST_MAX_ARMS);
             equal_steps(&fm, ffn, f);
             equal_compute(&fm, ffn, f);
+            for (int k = 0; k < fm.n; k++)
+                rep_study_extrapolation(c, fm.g[k], ffn, f);
         }
     }
     free(done);

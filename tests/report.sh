@@ -348,6 +348,59 @@ check "study section: the learning-rate table of a budget at two rates, on the s
     a=$(acc1 g20 sigmoid) b=$(acc1 g20lr sigmoid) &&
     grep -q "^| sigmoid | 1 | $a | $b | $(best "$a" "$b") |$" "$TMP/st.md" &&
     ! grep -q "^| boltzmann | 1 | " "$TMP/st.md" && [ "$(grep -c "^Learning rate, " "$TMP/st.md")" = 1 ]'
+# --- the study's length extrapolation: a tiny charlm rung trained with
+# --extrapolate (an arm with learned positions refused), one entry taken
+# out; the tables against the file (python on the same entries)
+SX="$TMP/studyx"
+for i in $(seq 1 400); do echo "the quick brown fox $i jumps over the lazy dog."; done >"$TMP/xtext.txt"
+"$BIN" ablate --task charlm --data "$TMP/xtext.txt" --arm softmax+pos-emb=rope,softmax+pos-emb=alibi \
+    --arm boltzmann+relative+band2+pos-emb=rope,sigmoid --T 8 --embd 8 --heads 2 --seeds 2 --steps 6 \
+    --batch 4 --eval-every 3 --eval-items 4 --extrapolate 16,32 --extrapolate-items 3 --out "$SX/x" >/dev/null 2>&1
+python3 - "$SX/x/extrapolation.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["entries"] = [e for e in d["entries"] if not (e["run"].endswith("boltzmann-rel-W2-rope-s2") and e["T_eval"] == 32)]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+"$LABBIN" report "$SX" --preset study --section-only >"$TMP/sx.md" 2>"$TMP/sx.err"
+# xrow ARM: the row of the perplexity table; xeff ARM T2: the paired effect
+# against softmax+RoPE (t of 1 degree of freedom: 12.7062)
+xrow() { python3 - "$SX/x/extrapolation.json" "$1" <<'PY'
+import json, sys, statistics as st
+es = [e for e in json.load(open(sys.argv[1]))["entries"] if e["variant"] == sys.argv[2] and e["status"] == "done"]
+def cell(v):
+    part = "" if len(v) == 2 else " (%d of 2 runs)" % len(v)
+    return ("%.3f ± %.3f" % (st.mean(v), st.stdev(v)) if len(v) > 1 else "%.3f" % v[0]) + part
+own = {e["seed"]: e["at_T"]["val_ppl"] for e in es}
+print("| %s | %s | %s |" % (sys.argv[2], cell(list(own.values())),
+      " | ".join(cell([e["at_T_eval"]["val_ppl"] for e in es if e["T_eval"] == t]) for t in (16, 32))))
+PY
+}
+xeff() { python3 - "$SX/x/extrapolation.json" "$1" "$2" <<'PY'
+import json, sys, statistics as st, math
+es = json.load(open(sys.argv[1]))["entries"]
+def ppl(v, s):
+    for e in es:
+        if e["variant"] == v and e["seed"] == s and e["T_eval"] == int(sys.argv[3]):
+            return e["at_T_eval"]["val_ppl"]
+x = [100 * (ppl(sys.argv[2], s) / ppl("softmax-rope", s) - 1) for s in ("1", "2")]
+m, h = st.mean(x), 12.7062047361747 * st.stdev(x) / math.sqrt(2)
+print("%+.2f %% [%+.2f, %+.2f]" % (m, m - h, m + h))
+PY
+}
+check "study extrapolation: a table per rung, every length, mean ± sd over the runs with an entry" '[ $? = 0 ] && [ ! -s "$TMP/sx.err" ] &&
+    grep -q "^Length extrapolation at 6 steps (\`x\`): .* on 3 evenly spaced validation windows of each length;" "$TMP/sx.md" &&
+    has "$TMP/sx.md" "| arm | T = 8 (trained) | T = 16 | T = 32 |" &&
+    has "$TMP/sx.md" "$(xrow softmax-rope)" && has "$TMP/sx.md" "$(xrow softmax-alibi)" &&
+    has "$TMP/sx.md" "$(xrow boltzmann-rel-W2-rope)" && grep -q "^| boltzmann-rel-W2-rope | .* (1 of 2 runs) |$" "$TMP/sx.md"'
+check "study extrapolation: refused arms named with the reason, missing entries counted" '
+    has "$TMP/sx.md" "| sigmoid | - | refused | refused |" &&
+    grep -q "^- \`sigmoid\` refused: T = 16 is longer than the model.s T = 8: it has learned position embeddings" "$TMP/sx.md" &&
+    has "$TMP/sx.md" "1 evaluation of finished runs has no entry yet (a checkpoint gone before its run was evaluated, or an interrupted preset)."'
+check "study extrapolation: each arm against softmax+RoPE, paired on seeds" '
+    grep -q "^| softmax-alibi | [-+][0-9.]* % \[.*\] | $(xeff softmax-alibi 16 | sed "s/[][]/\\\\&/g") | $(xeff softmax-alibi 32 | sed "s/[][]/\\\\&/g") |$" "$TMP/sx.md" &&
+    grep -q "^| boltzmann-rel-W2-rope | .* | $(xeff boltzmann-rel-W2-rope 16 | sed "s/[][]/\\\\&/g") | [-+][0-9.]* % (one pair) |$" "$TMP/sx.md" &&
+    ! grep -q "^| softmax-rope | [-+]" "$TMP/sx.md"'
 expect 2 "--converged applies to --preset full" -- "$LABBIN" report "$CV" --preset quick --converged "$CV"
 expect 2 "--section-only applies to --preset long, converged or study" -- "$LABBIN" report "$CV" --preset full --section-only
 expect 2 "is not a directory" -- "$LABBIN" report "$CV" --preset full --converged "$TMP/nonexistent"
