@@ -152,27 +152,29 @@ expect 2 "extrapolation evaluates language models" -- "$BIN" ablate --out "$TMP/
 # --- extrapolation beside training: each run evaluated as soon as it is
 # trained (a study spans machines, and checkpoints are not committed), the
 # same entries as an evaluation afterwards
-XT=(--task charlm --arm softmax,boltzmann+relative+band2 --embd 8 --heads 2 --seeds 1 --steps 8
+XT=(--task charlm --arm softmax,boltzmann+relative+band2 --embd 8 --heads 2 --seeds 2 --steps 8
     --batch 8 --eval-every 4 --eval-items 4 --T 16 --data "$TMP/text.txt")
 GX="$TMP/xtrain/charlm-T16"
-# stdout line by line, so that the log shows what came when
-stdbuf -oL "$BIN" ablate "${XT[@]}" --out "$GX" --extrapolate 32,64 --extrapolate-items 3 --extrapolate-batch 2 >"$TMP/xt1" 2>&1
+# the progress lines and the evaluations' notes both go to stderr, in the
+# order they happen: seed 1's relative run is evaluated before seed 2 trains
+"$BIN" ablate "${XT[@]}" --out "$GX" --extrapolate 32,64 --extrapolate-items 3 --extrapolate-batch 2 >"$TMP/xt1" 2>"$TMP/xt1e"
+R1=charlm-T16-C8-ffn1-boltzmann-rel-W2-s1
 check "ablate --extrapolate with the grid's options trains and evaluates each run as it finishes" '[ $? = 0 ] &&
-    [ "$(grep -n "" "$TMP/xt1" | grep -E "^[0-9]+:(\[1/2\]|extrapolation to T = 64: 0 evaluated, 1 refused, 0 kept|\[2/2\]|extrapolation to T = 64: 1 evaluated, 0 refused, 1 kept)" | cut -d: -f2- | cut -c1-40 | tr "\n" "|")" = \
-      "[1/2] charlm-T16-C8-ffn1-softmax-s1: val|extrapolation to T = 64: 0 evaluated, 1 |[2/2] charlm-T16-C8-ffn1-boltzmann-rel-W|extrapolation to T = 64: 1 evaluated, 0 |" ] &&
-    [ "$(flat "$GX/extrapolation.json" | grep -o "\"items\":3,\"batch\":2,\"status\":\"done\"" | wc -l)" = 2 ] &&
-    [ "$(flat "$GX/extrapolation.json" | grep -o "\"status\":\"refused\"" | wc -l)" = 2 ]' || cat "$TMP/xt1"
+    [ "$(grep -E "^\[|evaluating at" "$TMP/xt1e" | sed "s/:.*//" | tr "\n" "|")" = \
+      "[1/4] charlm-T16-C8-ffn1-softmax-s1|[2/4] $R1|$R1|$R1|[3/4] charlm-T16-C8-ffn1-softmax-s2|[4/4] charlm-T16-C8-ffn1-boltzmann-rel-W2-s2|charlm-T16-C8-ffn1-boltzmann-rel-W2-s2|charlm-T16-C8-ffn1-boltzmann-rel-W2-s2|" ] &&
+    [ "$(flat "$GX/extrapolation.json" | grep -o "\"items\":3,\"batch\":2,\"status\":\"done\"" | wc -l)" = 4 ] &&
+    [ "$(flat "$GX/extrapolation.json" | grep -o "\"status\":\"refused\"" | wc -l)" = 4 ]' || cat "$TMP/xt1e"
 # entries: one a line, in a fixed order
 entries() { flat "$1" | sed 's/},{"run"/}\n{"run"/g' | sort; }
 GY="$TMP/xafter/charlm-T16"
 mkdir -p "$TMP/xafter" && cp -r "$GX" "$GY" && rm "$GY/extrapolation.json"
 "$BIN" ablate --out "$GY" --extrapolate 32,64 --extrapolate-items 3 --extrapolate-batch 2 >/dev/null 2>&1
 check "the entries made beside training are those of an evaluation afterwards, digit for digit" '[ $? = 0 ] &&
-    [ "$(entries "$GX/extrapolation.json" | wc -l)" = 4 ] && [ "$(entries "$GX/extrapolation.json")" = "$(entries "$GY/extrapolation.json")" ]'
+    [ "$(entries "$GX/extrapolation.json" | wc -l)" = 8 ] && [ "$(entries "$GX/extrapolation.json")" = "$(entries "$GY/extrapolation.json")" ]'
 cp "$GX/extrapolation.json" "$TMP/xt.json"
 "$BIN" ablate "${XT[@]}" --out "$GX" --extrapolate 32,64 --extrapolate-items 3 --extrapolate-batch 2 >"$TMP/xt2" 2>&1
 check "a rerun trains nothing and evaluates nothing again" '[ $? = 0 ] && ! grep -q "^\[" "$TMP/xt2" &&
-    grep -q "^extrapolation to T = 64: 0 evaluated, 0 refused, 2 kept" "$TMP/xt2" && cmp -s "$GX/extrapolation.json" "$TMP/xt.json"'
+    grep -q "^extrapolation to T = 64: 0 evaluated, 0 refused, 4 kept" "$TMP/xt2" && cmp -s "$GX/extrapolation.json" "$TMP/xt.json"'
 expect 2 "--extrapolate evaluates language models (charlm), not a brackets grid" -- \
     "$BIN" ablate --task brackets --attn softmax --T 4 --out "$TMP/brx" --extrapolate 8
 check "the refused grid made no directory" '[ ! -e "$TMP/brx" ]'
