@@ -80,12 +80,34 @@ static int same_cell(const rep_grid *x, const rep_grid *y)
     return x->g.task == y->g.task && x->g.T[0] == y->g.T[0] && x->g.C[0] == y->g.C[0];
 }
 
+/* Whether grids x and y train the same model on the same data in the
+ * same way but for the budget, its evaluations and the learning rate: the
+ * task's parameters (a recall grid of 16 pairs is another task than one of
+ * 4), the model's depth and heads, and every optimisation setting that is
+ * not tied to the number of steps (the warmup is, by default a share of
+ * them). The engines' settings may differ (the study's hybrid grid belongs
+ * to its first rung). */
+static int same_setup(const rep_grid *x, const rep_grid *y)
+{
+    const ba_data_spec *a = &x->g.data, *b = &y->g.data;
+    const ba_train_settings *s = &x->g.train, *t = &y->g.train;
+    return same_cell(x, y) && a->kinds == b->kinds && a->recall_vocab == b->recall_vocab &&
+           a->pairs == b->pairs && a->max_depth == b->max_depth &&
+           a->n_heldout == b->n_heldout && a->data_seed == b->data_seed &&
+           x->g.layers == y->g.layers && x->g.heads == y->g.heads && s->batch == t->batch &&
+           fabs(s->min_lr_frac - t->min_lr_frac) <= 1e-9 && /* min_lr / lr as recorded */
+           s->j_init_std == t->j_init_std && s->init_std == t->init_std &&
+           s->opt.beta1 == t->opt.beta1 && s->opt.beta2 == t->opt.beta2 &&
+           s->opt.eps == t->opt.eps && s->opt.weight_decay == t->opt.weight_decay &&
+           s->opt.grad_clip == t->opt.grad_clip;
+}
+
 /* Whether grid x belongs in the family whose first grid is y: the same
- * cell at the same learning rate (another rate is another ladder, which
+ * setup at the same learning rate (another rate is another ladder, which
  * the learning-rate table sets beside it). */
 static int same_family(const rep_grid *x, const rep_grid *y)
 {
-    return same_cell(x, y) && x->g.train.lr == y->g.train.lr;
+    return same_setup(x, y) && x->g.train.lr == y->g.train.lr;
 }
 
 static int wanted(const rep_grid *x, const lab_names *want)
@@ -381,7 +403,7 @@ static int lr_tables(const command *c, const rep_grids *gs, const lab_names *wan
         for (int j = i; j < gs->n; j++) {
             const rep_grid *y = &gs->v[j];
             if (done[j] || !wanted(y, want) || y->g.nT != 1 || y->g.nC != 1 ||
-                !same_cell(y, x0) || y->g.train.steps != x0->g.train.steps)
+                !same_setup(y, x0) || y->g.train.steps != x0->g.train.steps)
                 continue;
             int k = 0;
             while (k < nlr && lr[k] != y->g.train.lr)
@@ -445,8 +467,11 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
         family_arms(&fm);
         for (int fi = 0; fi < x0->g.nffn; fi++) {
             int ffn = x0->g.ffn[fi];
-            fprintf(f, "### %s, T = %d, C = %d, %s FFN, lr %g (", ba_task_name(x0->g.task),
-                    x0->g.T[0], x0->g.C[0], ffn ? "with" : "without", x0->g.train.lr);
+            char pairs[32] = "";
+            if (x0->g.task == BA_TASK_RECALL)
+                snprintf(pairs, sizeof pairs, ", %d pairs", x0->g.data.pairs);
+            fprintf(f, "### %s, T = %d, C = %d%s, %s FFN, lr %g (", ba_task_name(x0->g.task),
+                    x0->g.T[0], x0->g.C[0], pairs, ffn ? "with" : "without", x0->g.train.lr);
             for (int k = 0; k < fm.n; k++)
                 fprintf(f, "%s`%s`", k ? ", " : "", fm.g[k]->name);
             fprintf(f, ")\n\n");
