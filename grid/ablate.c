@@ -453,9 +453,16 @@ static int train_missing(grid_state *s, const char *data_path)
             code = lab_extrapolate_list(s->c, s->dir, s->x, data_path);
     }
     ba_dataset_free(data);
-    /* then every finished run still missing, trained here or not */
-    if (!code && s->x)
-        code = lab_extrapolate_list(s->c, s->dir, s->x, data_path);
+    /* then every finished run still missing, trained here or not. The
+     * passes above skip when the other chain of a study holds the grid's
+     * lock; this one waits for it, since the holder's pass may have read
+     * the runs before this process's last one finished, and a checkpoint
+     * not evaluated now may be gone with the machine. */
+    if (!code && s->x) {
+        lab_xplan last = *s->x;
+        last.wait = 1;
+        code = lab_extrapolate_list(s->c, s->dir, &last, data_path);
+    }
     return code;
 }
 

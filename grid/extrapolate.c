@@ -143,7 +143,7 @@ static int one_run(const command *c, const lab_grid *g, const lab_run *r, lab_ev
 static const char *const xkeys[] = {"T_eval", "items", NULL};
 
 int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
-                    const char *data_path)
+                    const char *data_path, int wait)
 {
     lab_grid g;
     int code = lab_grid_read(c, dir, &g);
@@ -155,7 +155,7 @@ int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
                            dir, ba_task_name(g.task));
     xopts o = {T2, items, B, data_path};
     lab_eval_mode m = {"extrapolation.json", "boltzattn-extrapolation", "extrapolation", xkeys,
-                       one_run, &o};
+                       one_run, &o, wait};
     lab_eval_file f;
     code = lab_eval_grid(c, dir, &g, &m, &f);
     if (!code && !f.busy)
@@ -184,6 +184,6 @@ int lab_extrapolate_list(const command *c, const char *dir, const lab_xplan *x,
      * keyed by the length), in the order given */
     int rc = 0;
     for (int i = 0; i < x->nT && !rc; i++)
-        rc = lab_extrapolate(c, dir, x->T2[i], x->items, x->B, data_path);
+        rc = lab_extrapolate(c, dir, x->T2[i], x->items, x->B, data_path, x->wait);
     return rc;
 }

@@ -317,7 +317,12 @@ typedef struct {
     int (*run)(const command *c, const lab_grid *g, const lab_run *r, lab_eval_file *f,
                void *user);
     void *user;
+    /* when another process holds the grid's lock: 0 skip this pass (a
+     * note, f->busy), 1 wait for it (a note, then a try every
+     * LAB_EVAL_POLL_S seconds) */
+    int wait;
 } lab_eval_mode;
+#define LAB_EVAL_POLL_S 2
 struct lab_eval_file {
     const lab_eval_mode *mode;
     char path[PATH_LEN];
@@ -325,10 +330,11 @@ struct lab_eval_file {
     int changed, busy;           /* busy: another process held the lock (nothing done) */
     int done, refused, skipped, kept;
 };
-/* Takes dir's lock, reads dir/m->file (a damaged one, or one whose entries
- * lack a key, is refused: exit 2), and calls m->run for the finished run
- * of each cell of g, in cell order; *f keeps the path and counts. 0 (also
- * when the lock is held elsewhere: f->busy, a note) or an exit code. */
+/* Takes dir's lock (or waits for it, m->wait), reads dir/m->file (a
+ * damaged one, or one whose entries lack a key, is refused: exit 2), and
+ * calls m->run for the finished run of each cell of g, in cell order; *f
+ * keeps the path and counts. 0 (also when the lock is held elsewhere and
+ * m->wait is 0: f->busy, a note) or an exit code. */
 int lab_eval_grid(const command *c, const char *dir, const lab_grid *g, const lab_eval_mode *m,
                   lab_eval_file *f);
 /* The entry of f with head's run and keys (compared as JSON), or NULL. */
@@ -359,14 +365,16 @@ int lab_eval_data(const command *c, ba_model *m, const ba_data_spec *spec, int T
  * dir/extrapolation.json; a run whose model cannot run at T2 is recorded
  * with the reason, one without its checkpoint skipped with a note; entries
  * already there are kept. data_path: the text (NULL: each run's recorded
- * one). 0 or an exit code after printing. */
+ * one). wait: while another process holds the grid's lock, 0 skips this
+ * pass with a note, 1 waits for the lock. 0 or an exit code after
+ * printing. */
 int lab_extrapolate(const command *c, const char *dir, int T2, int items, int B,
-                    const char *data_path);
+                    const char *data_path, int wait);
 /* What ablate --extrapolate evaluates: the lengths (in the order given),
  * the validation windows per evaluation (0: all) and the batch (0: the
- * grid's). */
+ * grid's); wait as lab_extrapolate's. */
 typedef struct {
-    int T2[LAB_MAX_LIST], nT, items, B;
+    int T2[LAB_MAX_LIST], nT, items, B, wait;
 } lab_xplan;
 /* --extrapolate, --extrapolate-items and --extrapolate-batch of c into *x
  * (the batch stays 0 when not given). 0 or a usage exit code. */

@@ -185,6 +185,12 @@ int lab_eval_grid(const command *c, const char *dir, const lab_grid *g, const la
         return 2;
     dir_lock lock;
     int lk = take_lock(dir, &lock, err);
+    for (int noted = 0; lk == 2 && m->wait; lk = take_lock(dir, &lock, err)) {
+        if (!noted++)
+            fprintf(stderr, "%s: %s is being done by another process (%s): waiting for it\n", dir,
+                    m->what, err);
+        sleep(LAB_EVAL_POLL_S);
+    }
     if (lk == 2) {
         fprintf(stderr, "%s: %s is being done by another process (%s): skipped\n", dir, m->what,
                 err);

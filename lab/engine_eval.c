@@ -269,7 +269,7 @@ static int eval_grid(const command *c, const char *dir, const eopts *o)
         return 0;
     }
     lab_eval_mode m = {"engines.json", "boltzattn-engine-eval", "engine evaluation", ekeys,
-                       one_run, (void *)o};
+                       one_run, (void *)o, 0};
     lab_eval_file f;
     code = lab_eval_grid(c, dir, &g, &m, &f);
     if (!code && !f.busy) {

@@ -175,6 +175,41 @@ cp "$GX/extrapolation.json" "$TMP/xt.json"
 "$BIN" ablate "${XT[@]}" --out "$GX" --extrapolate 32,64 --extrapolate-items 3 --extrapolate-batch 2 >"$TMP/xt2" 2>&1
 check "a rerun trains nothing and evaluates nothing again" '[ $? = 0 ] && ! grep -q "^\[" "$TMP/xt2" &&
     grep -q "^extrapolation to T = 64: 0 evaluated, 0 refused, 4 kept" "$TMP/xt2" && cmp -s "$GX/extrapolation.json" "$TMP/xt.json"'
+# --- the grid's lock: while another process holds it (the other chain of
+# a study, evaluating), the evaluation alone and the passes after each run
+# skip with a note, but ablate's last pass waits for it (the holder may
+# have read the runs before this process's last one finished)
+GZ="$TMP/xwait/charlm-T16"
+mkdir -p "$TMP/xwait" && cp -r "$GX" "$GZ" && rm "$GZ/extrapolation.json"
+if command -v python3 >/dev/null 2>&1; then
+    # a POSIX record lock on the grid's lock file, as take_lock's, held
+    # until $TMP/release exists (at most a minute)
+    python3 -c 'import fcntl, os, sys, time
+f = open(sys.argv[1] + "/.lock", "a+"); fcntl.lockf(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close()
+for _ in range(600):
+    if os.path.exists(sys.argv[3]): break
+    time.sleep(0.1)' "$GZ" "$TMP/held" "$TMP/release" &
+    HP=$!
+    for _ in $(seq 1 300); do [ -e "$TMP/held" ] && break; sleep 0.1; done
+    "$BIN" ablate --out "$GZ" --extrapolate 32 >/dev/null 2>"$TMP/xw0e"
+    check "the evaluation alone skips while another process holds the grid's lock" '[ $? = 0 ] &&
+        grep -q "extrapolation is being done by another process (.*in use by process $HP .*): skipped" "$TMP/xw0e" &&
+        [ ! -e "$GZ/extrapolation.json" ]' || cat "$TMP/xw0e"
+    "$BIN" ablate "${XT[@]}" --out "$GZ" --extrapolate 32 --extrapolate-items 3 --extrapolate-batch 2 >/dev/null 2>"$TMP/xw1e" &
+    AP=$!
+    for _ in $(seq 1 300); do grep -q "waiting for it" "$TMP/xw1e" && break; sleep 0.1; done
+    check "ablate's last pass waits for the lock, evaluating nothing meanwhile" '
+        grep -q "extrapolation is being done by another process (.*in use by process $HP .*): waiting for it" "$TMP/xw1e" &&
+        [ ! -e "$GZ/extrapolation.json" ]' || cat "$TMP/xw1e"
+    touch "$TMP/release"
+    wait "$HP"
+    wait "$AP"
+    check "then evaluates every run once the lock is free" '[ $? = 0 ] &&
+        [ "$(flat "$GZ/extrapolation.json" | grep -o "\"items\":3,\"batch\":2,\"status\":\"done\"" | wc -l)" = 2 ] &&
+        [ "$(flat "$GZ/extrapolation.json" | grep -o "\"status\":\"refused\"" | wc -l)" = 2 ]' || cat "$TMP/xw1e"
+else
+    echo "SKIP: python3 not installed, the grid lock's wait is not checked"
+fi
 expect 2 "--extrapolate evaluates language models (charlm), not a brackets grid" -- \
     "$BIN" ablate --task brackets --attn softmax --T 4 --out "$TMP/brx" --extrapolate 8
 check "the refused grid made no directory" '[ ! -e "$TMP/brx" ]'
