@@ -192,7 +192,9 @@ samplers-doc: build
 # plots, couplings and the report are regenerated; nothing is trained. Once
 # results/long exists, its long-context section follows the full report;
 # once results/converged exists, its section follows, and the full report's
-# verdicts of those cells come from it.
+# verdicts of those cells come from it. The study's grids get their figures
+# (learning curves, extrapolation) redrawn from their records; their
+# summaries are the study's own (written as its runs finish).
 results-doc: build
 	SUMMARY_ONLY=1 OUT=results/full bash lab/reproduce.sh full $(BIN) $(LAB)
 	if [ -d results/converged ]; then \
@@ -206,7 +208,8 @@ results-doc: build
 	if [ -d results/converged ]; then \
 	  $(LAB) report results/converged --preset converged --section-only >> docs/results.md.tmp; fi
 	if [ -d results/study ]; then \
-	  $(LAB) report results/study --preset study --section-only >> docs/results.md.tmp; fi
+	  for d in results/study/*/; do [ ! -f "$${d}grid.json" ] || $(BIN) plot "$${d%/}" >/dev/null || exit 1; done; \
+	  $(LAB) report results/study --preset study --section-only --link-prefix ../results/study/ >> docs/results.md.tmp; fi
 	mv docs/results.md.tmp docs/results.md
 	if grep -q '^<!-- findings:begin -->$$' README.md; then \
 	  $(LAB) report --verdicts results --readme README.md; fi

@@ -29,9 +29,26 @@ static int variant_rank(const char *v)
     return 4;
 }
 
+/* The order of series: the known variants, each followed by its forms
+ * (softmax-rope after softmax: the name before the first '-'), then the
+ * rest. */
+static int order_rank(const char *v)
+{
+    int r = variant_rank(v);
+    if (r < 4)
+        return 2 * r;
+    char base[16];
+    size_t n = strcspn(v, "-");
+    if (n >= sizeof base)
+        return 8;
+    memcpy(base, v, n);
+    base[n] = '\0';
+    return 2 * variant_rank(base) + 1;
+}
+
 int variant_cmp(const char *a, const char *b)
 {
-    int ra = variant_rank(a), rb = variant_rank(b);
+    int ra = order_rank(a), rb = order_rank(b);
     return ra != rb ? (ra < rb ? -1 : 1) : strcmp(a, b);
 }
 
@@ -43,10 +60,13 @@ const char *variant_color(const char *v, int idx)
     return r < 4 ? known[r] : other[idx % 5];
 }
 
-int variant_point(const char *v)
+/* Filled points whose open form is the number before (a final evaluation's):
+ * the known variants' own, the others' by their index, as their colours. */
+int variant_point(const char *v, int idx)
 {
-    static const int pts[] = {7, 5, 9, 13, 11};
-    return pts[variant_rank(v)];
+    static const int known[] = {7, 5, 9, 13}, other[] = {11, 15, 5, 7, 9};
+    int r = variant_rank(v);
+    return r < 4 ? known[r] : other[idx % 5];
 }
 
 void panel_init(panel *p)
@@ -163,7 +183,7 @@ static void plot_series(FILE *f, const panel *q, int v, int index, const char *x
             "%s'%s' index %d using %s:3:4 with %s linewidth 2 pointtype %d pointsize %s "
             "linecolor rgb \"%s\" ",
             first ? "" : ", \\\n     ", q->dat, index, x, final ? "yerrorbars" : "yerrorlines",
-            variant_point(q->var[v]) - final, final ? "2" : "1.2", variant_color(q->var[v], v));
+            variant_point(q->var[v], v) - final, final ? "2" : "1.2", variant_color(q->var[v], v));
     if (final)
         fprintf(f, "notitle");
     else

@@ -60,6 +60,16 @@ int write_figure(const command *c, const char *plots, const figure *fg, const pa
 int plain_token(const char *s, size_t max);
 int variant_cmp(const char *a, const char *b);
 const char *variant_color(const char *v, int idx);
-int variant_point(const char *v);
+int variant_point(const char *v, int idx);
+
+/* The length-extrapolation figure (plot_extrap.c): DIR/extrapolation.json
+ * read whole (*out NULL when the grid has none; lab_xfigure_free), then
+ * plots/extrapolation.dat and .gp drawing ../extrapolation.png, *made 1
+ * when it has a finished entry. Both: 0, or an exit code after printing
+ * (a damaged file: 2, before anything is written). */
+typedef struct lab_xfigure lab_xfigure;
+int lab_xfigure_read(const command *c, const char *dir, lab_xfigure **out);
+int lab_xfigure_write(const command *c, const char *plots, const lab_xfigure *f, int *made);
+void lab_xfigure_free(lab_xfigure *f);
 
 #endif

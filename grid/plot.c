@@ -28,8 +28,10 @@ static const command plot_cmd = {
     "figures (PNG, mean ± sd over seeds) to DIR/: ppl_vs_T.png (charlm), acc_vs_T.png\n"
     "(brackets), recall_acc_vs_T.png (recall), width_T<T>.png (when several C),\n"
     "learning_curves.png (the largest T and C unless chosen; the periodic evaluations\n"
-    "as lines, the final one on all items as a point apart). Without gnuplot only the\n"
-    "data and scripts are written.",
+    "as lines, the final one on all items as a point apart), extrapolation.png (when\n"
+    "DIR/extrapolation.json has entries: each arm's perplexity at its trained T and\n"
+    "at the longer T it was evaluated at). Without gnuplot only the data and scripts\n"
+    "are written.",
     plot_opts};
 
 /* One (task, variant, T, C, ffn) cell of results.csv, over seeds. The value
@@ -695,6 +697,7 @@ int cmd_plot(int argc, char **argv)
     int ng = 0, np = 0, nruns = 0, njobs = 0;
     long nfinished = 0;
     job *jobs = NULL;
+    lab_xfigure *xf = NULL;
     int code = lab_runs_scan(c, dir, &rs);
     if (!code)
         code = collect_groups(c, dir, &rs, &g, &ng, &nfinished);
@@ -702,8 +705,11 @@ int cmd_plot(int argc, char **argv)
         code = collect_points(c, &rs, &pts, &np, &nruns);
     if (!code)
         code = check_curves_request(c, dir, pts, np, Treq, Creq);
-    /* at most: 3 vs-T figures, one width figure per (task, T), curves */
-    if (!code && !(jobs = calloc((size_t)(2 * ng + 4), sizeof *jobs)))
+    if (!code)
+        code = lab_xfigure_read(c, dir, &xf);
+    /* at most: 3 vs-T figures, one width figure per (task, T), curves,
+     * extrapolation */
+    if (!code && !(jobs = calloc((size_t)(2 * ng + 5), sizeof *jobs)))
         code = fail_lib(c, "out of memory", 1);
     if (!code && make_dirs(plots, err))
         code = fail_lib(c, err, 1);
@@ -720,6 +726,13 @@ int cmd_plot(int argc, char **argv)
                ba_running_sd(&g[i].s));
     if ((code = write_plots(c, plots, g, ng, pts, np, Treq, Creq, jobs, &njobs)))
         goto done;
+    int xmade = 0;
+    if ((code = lab_xfigure_write(c, plots, xf, &xmade)))
+        goto done;
+    if (xmade) {
+        snprintf(jobs[njobs].script, sizeof jobs[0].script, "extrapolation.gp");
+        snprintf(jobs[njobs++].png, sizeof jobs[0].png, "extrapolation.png");
+    }
     printf("learning curves: %d run%s with validation records under %s/runs\n", nruns,
            nruns == 1 ? "" : "s", dir);
     printf("wrote %s/: summary.dat, the .dat files and .gp scripts\n", plots);
@@ -739,6 +752,7 @@ done:
     free(g);
     free(pts);
     free(jobs);
+    lab_xfigure_free(xf);
     lab_runs_free(&rs);
     return code;
 }

@@ -358,7 +358,7 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
     int study = strcmp(kind, "study") == 0;
     if (a->section_only)
         code = converged ? rep_converged_section(c, a->out, gs, &a->rp->grids, 1, o.f)
-               : study   ? rep_study_section(c, a->out, gs, &a->rp->grids, 1, o.f)
+               : study   ? rep_study_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f)
                          : rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f);
     else if ((code = header(c, a->out, a->preset, kind, gs, a->vroot, a->ps, o.f)) == 1)
         code = fail_lib(c, "out of memory", 1);
@@ -371,7 +371,7 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
     if (!code && !a->section_only && converged)
         code = rep_converged_section(c, a->out, gs, &a->rp->grids, 0, o.f);
     if (!code && !a->section_only && study)
-        code = rep_study_section(c, a->out, gs, &a->rp->grids, 0, o.f);
+        code = rep_study_section(c, a->out, a->prefix, gs, &a->rp->grids, 0, o.f);
     for (int i = 0; i < gs->n && !code && !a->section_only; i++)
         code = grid_section(c, &gs->v[i], a->prefix, o.f);
     int bad = ferror(o.f);

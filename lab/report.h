@@ -61,6 +61,11 @@ const rep_grid *rep_grid_named(const rep_grids *gs, const char *name);
  * "couplings/"), as prefix + the path relative to OUT. 0, or 1 out of
  * memory. */
 int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f);
+/* The link to the grid's figure png (a file name in its directory), as
+ * prefix + its path relative to OUT, with alt text alt; nothing where the
+ * figure is not drawn (no gnuplot, no data). */
+void rep_png_link(const rep_grid *x, const char *png, const char *alt, const char *prefix,
+                  FILE *f);
 /* 'flat' means every cell of a grid moved by less than this (% of
  * perplexity or accuracy points) late in training: half the effect the
  * grids are sized to resolve. */
@@ -163,15 +168,18 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
  * largest rung that took no longer per run). want: the preset's grids
  * (others under out are left out). standalone: with its own generator
  * line. 0 or an exit code after printing. */
-int rep_study_section(const command *c, const char *out, const rep_grids *gs,
-                      const lab_names *want, int standalone, FILE *f);
+int rep_study_section(const command *c, const char *out, const char *prefix,
+                      const rep_grids *gs, const lab_names *want, int standalone, FILE *f);
 /* report_extrap.c: the length extrapolation of a charlm rung x of the
  * study at ffn, from x's extrapolation file: every arm's perplexity at its
  * trained T and each longer T (mean ± sd over the runs with an entry; a
  * refused arm with the library's reason, runs without an entry counted),
- * then each arm against the grid's reference, paired on seeds. Nothing
- * where the file holds no finished evaluation (a damaged one: a warning). */
-void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, FILE *f);
+ * then each arm against the grid's reference, paired on seeds, and the
+ * link (prefix + path relative to OUT) to the grid's extrapolation.png
+ * (boltzattn plot). Nothing where the file holds no finished evaluation
+ * (a damaged one: a warning). */
+void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, const char *prefix,
+                             FILE *f);
 
 /* The section "## Training with sampled statistics" of doc regenerated
  * from the grids of out, everything above the heading kept, written

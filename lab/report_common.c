@@ -315,6 +315,12 @@ int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *
     return 0;
 }
 
+void rep_png_link(const rep_grid *x, const char *png, const char *alt, const char *prefix,
+                  FILE *f)
+{
+    if (is_file(x->dir, png, ""))
+        fprintf(f, "![%s](%s%s/%s)\n\n", alt, prefix, x->name, png);
+}
 
 /* ------------------------------------------------------- extrapolation */
 

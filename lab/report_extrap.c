@@ -140,7 +140,8 @@ static void header(int T, const int *tv, int nt, const char *first, FILE *f)
     fputc('\n', f);
 }
 
-void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, FILE *f)
+void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, const char *prefix,
+                             FILE *f)
 {
     if (x->g.task != BA_TASK_CHARLM)
         return;
@@ -208,5 +209,8 @@ void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, FILE 
                    "before its run was evaluated, or an interrupted preset).\n",
                 pending, pending == 1 ? "" : "s", pending == 1 ? "has" : "have");
     fputc('\n', f);
+    char alt[160];
+    snprintf(alt, sizeof alt, "perplexity against the evaluation length, %.100s", x->name);
+    rep_png_link(x, "extrapolation.png", alt, prefix, f);
     cJSON_Delete(o);
 }

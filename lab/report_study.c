@@ -424,6 +424,17 @@ static int lr_tables(const command *c, const rep_grids *gs, const lab_names *wan
     return 0;
 }
 
+/* Each rung's learning curves (boltzattn plot), where drawn: stuck or
+ * late-learning runs show there before any table. */
+static void learning_curves(const st_family *fm, const char *prefix, FILE *f)
+{
+    for (int k = 0; k < fm->n; k++) {
+        char alt[160];
+        snprintf(alt, sizeof alt, "learning curves of %.100s", fm->g[k]->name);
+        rep_png_link(fm->g[k], "learning_curves.png", alt, prefix, f);
+    }
+}
+
 static int by_steps(const void *pa, const void *pb)
 {
     const rep_grid *a = *(const rep_grid *const *)pa, *b = *(const rep_grid *const *)pb;
@@ -431,8 +442,8 @@ static int by_steps(const void *pa, const void *pb)
     return d ? d : strcmp(a->name, b->name); /* one budget: by name, so the order is fixed */
 }
 
-int rep_study_section(const command *c, const char *out, const rep_grids *gs,
-                      const lab_names *want, int standalone, FILE *f)
+int rep_study_section(const command *c, const char *out, const char *prefix,
+                      const rep_grids *gs, const lab_names *want, int standalone, FILE *f)
 {
     fprintf(f, "## The study: equal steps and equal compute\n\n");
     if (standalone) {
@@ -481,8 +492,10 @@ int rep_study_section(const command *c, const char *out, const rep_grids *gs,
                         fm.left_rungs, fm.left_arms, ST_MAX_RUNGS, ST_MAX_ARMS);
             equal_steps(&fm, ffn, f);
             equal_compute(&fm, ffn, f);
+            if (fi == 0) /* one figure holds every FFN setting's panel */
+                learning_curves(&fm, prefix, f);
             for (int k = 0; k < fm.n; k++)
-                rep_study_extrapolation(c, fm.g[k], ffn, f);
+                rep_study_extrapolation(c, fm.g[k], ffn, prefix, f);
         }
     }
     free(done);

@@ -13,6 +13,8 @@ LABBIN=${2:?usage: report.sh PATH/TO/boltzattn PATH/TO/boltzattn-lab}
 check() { if eval "$2"; then ok; else bad "$1"; fi; }
 # has FILE LINE: FILE holds LINE exactly
 has() { grep -qxF -- "$2" "$1"; }
+# with gnuplot the figures exist and are linked; without, they are not
+if command -v gnuplot >/dev/null 2>&1; then GNUPLOT=1; else GNUPLOT=0; echo "note: gnuplot not installed, figure links not checked"; fi
 
 # --- a full-preset report of a tiny grid: brackets at T = 16 (a headline
 # T, so the headline section and the paper's number appear)
@@ -405,6 +407,46 @@ check "study extrapolation: each arm against softmax+RoPE, paired on seeds" '
     grep -q "^| softmax-alibi | [-+][0-9.]* % \[.*\] | $(xeff softmax-alibi 16 | sed "s/[][]/\\\\&/g") | $(xeff softmax-alibi 32 | sed "s/[][]/\\\\&/g") |$" "$TMP/sx.md" &&
     grep -q "^| boltzmann-rel-W2-rope | .* | $(xeff boltzmann-rel-W2-rope 16 | sed "s/[][]/\\\\&/g") | [-+][0-9.]* % (one pair) |$" "$TMP/sx.md" &&
     ! grep -q "^| softmax-rope | [-+]" "$TMP/sx.md"'
+# the figure of the same entries (boltzattn plot): each arm's block of
+# plots/extrapolation.dat against the file (python), at the trained T once
+# per run; the refused arm has none and is named in the figure's note
+"$BIN" plot "$SX/x" >/dev/null 2>"$TMP/sxp.err"
+check "study extrapolation: the figure's data are the file's, mean ± sd over the runs with an entry" '[ $? = 0 ] &&
+    python3 - "$SX/x/extrapolation.json" "$SX/x/plots/extrapolation.dat" <<PY
+import json, sys, statistics as st
+es = [e for e in json.load(open(sys.argv[1]))["entries"] if e["status"] == "done"]
+want = {}
+for e in es:
+    want.setdefault((e["variant"], e["T_eval"]), []).append(e["at_T_eval"]["val_ppl"])
+    if e["T_eval"] == min(f["T_eval"] for f in es if f["run"] == e["run"]):
+        want.setdefault((e["variant"], e["T"]), []).append(e["at_T"]["val_ppl"])
+got, var = {}, None
+for line in open(sys.argv[2]):
+    if line.startswith("# variant "):
+        var = line.split()[2].rstrip(",")
+    elif line.strip() and not line.startswith("#"):
+        T, n, mean, sd = line.split()[:4]
+        got[(var, int(T))] = (int(n), float(mean), float(sd))
+assert set(got) == set(want), (sorted(got), sorted(want))
+for k, v in want.items():
+    n, mean, sd = got[k]
+    assert n == len(v) and abs(mean - st.mean(v)) <= 1e-7 * mean, (k, got[k], v)
+    assert abs(sd - (st.stdev(v) if len(v) > 1 else 0)) <= 1e-7 * mean, (k, got[k], v)
+assert got[("boltzmann-rel-W2-rope", 32)][0] == 1 and not any(k[0] == "sigmoid" for k in got)
+PY
+    grep -q "refused: sigmoid" "$SX/x/plots/extrapolation.gp"' || cat "$TMP/sxp.err"
+if [ "$GNUPLOT" = 1 ]; then
+    "$LABBIN" report "$SX" --preset study --section-only --link-prefix P/ >"$TMP/sxl.md" 2>&1
+    check "study extrapolation: the section shows the figure and the learning curves" '[ $? = 0 ] &&
+        [ -s "$SX/x/extrapolation.png" ] &&
+        has "$TMP/sxl.md" "![perplexity against the evaluation length, x](P/x/extrapolation.png)" &&
+        has "$TMP/sxl.md" "![learning curves of x](P/x/learning_curves.png)"'
+fi
+cp -r "$SX/x" "$TMP/sxd"
+echo '{"format":"boltzattn-extrapolation","entries":[{"run":"a","status":"done","variant":"v"}]}' >"$TMP/sxd/extrapolation.json"
+cp -r "$TMP/sxd" "$TMP/sxd.before"
+expect 2 "extrapolation.json is not an extrapolation file of this tool, or its entry 1 (from 1) is damaged" -- "$BIN" plot "$TMP/sxd"
+check "a damaged extrapolation file: plot changes nothing" 'diff -r "$TMP/sxd" "$TMP/sxd.before" >/dev/null'
 expect 2 "--converged applies to --preset full" -- "$LABBIN" report "$CV" --preset quick --converged "$CV"
 expect 2 "--section-only applies to --preset long, converged or study" -- "$LABBIN" report "$CV" --preset full --section-only
 expect 2 "is not a directory" -- "$LABBIN" report "$CV" --preset full --converged "$TMP/nonexistent"
