@@ -19,8 +19,8 @@ set yrange [11.7776:12.9582]
 set ytics (11.8, 12, 12.2, 12.4, 12.6, 12.8)
 plot 'curves_charlm_T1024_C128_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T1024_C128_ffn1.dat' index 1 using ($1-3.6):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W4" noenhanced, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 3 using ($1+0):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#8c564b" notitle, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-logn" noenhanced, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 5 using ($1+3.6):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#e377c2" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn" noenhanced, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 3 using ($1+0):3:4 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-rel-W4" noenhanced, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 5 using ($1+3.6):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
      NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 108 items"

@@ -18,5 +18,5 @@ unset logscale y
 set ytics autofreq
 set yrange [11.8453:12.0677]
 plot 'charlm_C128_ffn1_vs_T.dat' index 0 using ($1-0.04):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 1 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W4" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 2 using ($1+0.04):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-logn" noenhanced
+     'charlm_C128_ffn1_vs_T.dat' index 1 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 2 using ($1+0.04):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-rel-W4" noenhanced

@@ -19,16 +19,16 @@ set yrange [4.90232:12.1151]
 set ytics (5, 6, 7, 8, 9, 10, 11, 12)
 plot 'curves_charlm_T64_C128_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
      'curves_charlm_T64_C128_ffn1.dat' index 1 using ($1-72):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
-     'curves_charlm_T64_C128_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'curves_charlm_T64_C128_ffn1.dat' index 3 using ($1-48):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
-     'curves_charlm_T64_C128_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-W8" noenhanced, \
-     'curves_charlm_T64_C128_ffn1.dat' index 5 using ($1-24):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#e377c2" notitle, \
-     'curves_charlm_T64_C128_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W4" noenhanced, \
-     'curves_charlm_T64_C128_ffn1.dat' index 7 using ($1+0):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
-     'curves_charlm_T64_C128_ffn1.dat' index 8 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-rel-W8" noenhanced, \
-     'curves_charlm_T64_C128_ffn1.dat' index 9 using ($1+24):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#17becf" notitle, \
-     'curves_charlm_T64_C128_ffn1.dat' index 10 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "sigmoid-logn" noenhanced, \
+     'curves_charlm_T64_C128_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced, \
+     'curves_charlm_T64_C128_ffn1.dat' index 3 using ($1-48):3:4 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
+     'curves_charlm_T64_C128_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_charlm_T64_C128_ffn1.dat' index 5 using ($1-24):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
+     'curves_charlm_T64_C128_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "sigmoid-logn" noenhanced, \
+     'curves_charlm_T64_C128_ffn1.dat' index 7 using ($1+0):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
+     'curves_charlm_T64_C128_ffn1.dat' index 8 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-W8" noenhanced, \
+     'curves_charlm_T64_C128_ffn1.dat' index 9 using ($1+24):3:4 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#17becf" notitle, \
+     'curves_charlm_T64_C128_ffn1.dat' index 10 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "boltzmann-rel-W4" noenhanced, \
      'curves_charlm_T64_C128_ffn1.dat' index 11 using ($1+48):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#9467bd" notitle, \
-     'curves_charlm_T64_C128_ffn1.dat' index 12 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced, \
-     'curves_charlm_T64_C128_ffn1.dat' index 13 using ($1+72):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#8c564b" notitle, \
+     'curves_charlm_T64_C128_ffn1.dat' index 12 using 1:3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W8" noenhanced, \
+     'curves_charlm_T64_C128_ffn1.dat' index 13 using ($1+72):3:4 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
      NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 1742 items"

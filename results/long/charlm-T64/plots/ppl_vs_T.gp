@@ -18,9 +18,9 @@ unset logscale y
 set ytics autofreq
 set yrange [4.99383:7.83021]
 plot 'charlm_C128_ffn1_vs_T.dat' index 0 using ($1-0.12):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 1 using ($1-0.08):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 2 using ($1-0.04):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-W8" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 3 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W4" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 4 using ($1+0.04):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-rel-W8" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 5 using ($1+0.08):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "sigmoid-logn" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 6 using ($1+0.12):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced
+     'charlm_C128_ffn1_vs_T.dat' index 1 using ($1-0.08):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 2 using ($1-0.04):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 3 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "sigmoid-logn" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 4 using ($1+0.04):3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-W8" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 5 using ($1+0.08):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "boltzmann-rel-W4" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 6 using ($1+0.12):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W8" noenhanced

@@ -1,0 +1,43 @@
+# Written by boltzattn. Re-run from this directory: gnuplot learning_curves.gp
+set encoding utf8
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 1800,690 enhanced font "sans,11"
+} else {
+    set terminal png size 1800,690 enhanced
+}
+set output '../learning_curves.png'
+set xlabel "training step"
+set grid
+set key outside right top vertical
+set bars small
+set offsets graph 0.03, graph 0.03, 0, 0
+set multiplot layout 1,2 title "validation metric during training (mean ± sd over seeds)\nlines: periodic evaluations on the same 2000 items; open points: final evaluation, all items" font ",13"
+set title "brackets, T=16, C=4: 10 seeds, 16000 steps"
+set ylabel "validation accuracy, % (higher is better)"
+unset logscale y
+set ytics autofreq
+set yrange [71.2685:98.9312]
+plot 'curves_brackets_T16_C4_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 1 using ($1-288):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
+     'curves_brackets_T16_C4_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 3 using ($1-96):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
+     'curves_brackets_T16_C4_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 5 using ($1+96):3:4 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#d62728" notitle, \
+     'curves_brackets_T16_C4_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced, \
+     'curves_brackets_T16_C4_ffn1.dat' index 7 using ($1+288):3:4 with yerrorbars linewidth 2 pointtype 12 pointsize 2 linecolor rgb "#2ca02c" notitle, \
+     NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 2000 items"
+set title "brackets, T=16, C=4, without FFN: 10 seeds, 16000 steps"
+set ylabel "validation accuracy, % (higher is better)"
+unset logscale y
+set ytics autofreq
+set yrange [69.8465:98.1784]
+plot 'curves_brackets_T16_C4_ffn0.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 1 using ($1-288):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
+     'curves_brackets_T16_C4_ffn0.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 3 using ($1-96):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
+     'curves_brackets_T16_C4_ffn0.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 5 using ($1+96):3:4 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#d62728" notitle, \
+     'curves_brackets_T16_C4_ffn0.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced, \
+     'curves_brackets_T16_C4_ffn0.dat' index 7 using ($1+288):3:4 with yerrorbars linewidth 2 pointtype 12 pointsize 2 linecolor rgb "#2ca02c" notitle, \
+     NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 2000 items"
+unset multiplot

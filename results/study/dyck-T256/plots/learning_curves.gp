@@ -1,0 +1,27 @@
+# Written by boltzattn. Re-run from this directory: gnuplot learning_curves.gp
+set encoding utf8
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,650 enhanced font "sans,11"
+} else {
+    set terminal png size 900,650 enhanced
+}
+set output '../learning_curves.png'
+set xlabel "training step"
+set grid
+set key outside right top vertical
+set bars small
+set offsets graph 0.03, graph 0.03, 0, 0
+set title "validation metric during training (mean ± sd over seeds)\nbrackets, T=256, C=32: 5 seeds, 2000 steps\nlines: periodic evaluations on the same 500 items; open points: final evaluation, all items"
+set ylabel "validation accuracy, % (higher is better)"
+unset logscale y
+set ytics autofreq
+set yrange [35.5951:65.5049]
+plot 'curves_brackets_T256_C32_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-alibi" noenhanced, \
+     'curves_brackets_T256_C32_ffn1.dat' index 1 using ($1-36):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#9467bd" notitle, \
+     'curves_brackets_T256_C32_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-rope" noenhanced, \
+     'curves_brackets_T256_C32_ffn1.dat' index 3 using ($1-12):3:4 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
+     'curves_brackets_T256_C32_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-logn-rope" noenhanced, \
+     'curves_brackets_T256_C32_ffn1.dat' index 5 using ($1+12):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
+     'curves_brackets_T256_C32_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W8-rope" noenhanced, \
+     'curves_brackets_T256_C32_ffn1.dat' index 7 using ($1+36):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
+     NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 2000 items"

@@ -1,0 +1,22 @@
+# Written by boltzattn. Re-run from this directory: gnuplot recall_acc_vs_T.gp
+set encoding utf8
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size 900,650 enhanced font "sans,11"
+} else {
+    set terminal png size 900,650 enhanced
+}
+set output '../recall_acc_vs_T.png'
+set xlabel "block size T (context length)"
+set grid
+set key outside right top vertical
+set bars small
+set xtics (256)
+set xrange [255:257]
+set title "recall: held-out accuracy (%) vs T at C=64\nwith FFN\nmean ± sd over seeds (1 seed, 4000 steps)"
+set ylabel "held-out accuracy, % (higher is better)"
+unset logscale y
+set ytics autofreq
+set yrange [17.3656:20.2661]
+plot 'recall_C64_ffn1_vs_T.dat' index 0 using ($1-0.04):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-alibi" noenhanced, \
+     'recall_C64_ffn1_vs_T.dat' index 1 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-rope" noenhanced, \
+     'recall_C64_ffn1_vs_T.dat' index 2 using ($1+0.04):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-logn-rope" noenhanced
