@@ -142,6 +142,22 @@ static st_cell cell_of(const rep_grid *x, int a, int ffn)
     return s;
 }
 
+/* Every finished run's value of arm a of x at ffn, in seed order, as
+ * "v1, v2, ...": a cell whose seeds split (a lookup learned by some and
+ * not others) shows it here, which its mean ± sd hides. */
+static void per_seed(const rep_grid *x, int a, int ffn, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    int dec = x->g.task == BA_TASK_CHARLM ? 3 : 2;
+    for (int i = 0; i < x->cs.n && at < cap; i++) {
+        const lab_cell *c = &x->cs.cells[i];
+        if (c->run && c->arm == a && c->T == x->g.T[0] && c->C == x->g.C[0] && c->ffn == ffn)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%.*f", at ? ", " : "", dec,
+                                   lab_shown(x->g.task, c->run->value));
+    }
+}
+
 /* The paired effect of arm a of x against arm b of y on their shared
  * seeds (lab_effect's unit): mean and 95 % interval (NAN under two). */
 static int paired(const rep_grid *x, int a, const rep_grid *y, int b, int ffn, double *e,
@@ -184,9 +200,10 @@ static void equal_steps(const st_family *fm, int ffn, FILE *f)
 {
     const rep_grid *top = fm->g[fm->n - 1];
     ba_task t = top->g.task;
-    fprintf(f, "Equal steps (each rung against its own reference arm on the same seeds):\n\n"
-               "| arm | steps | runs | %s | vs the reference [95 %% CI] | minutes per run | "
-               "ms per step |\n|---|---|---|---|---|---|---|\n",
+    fprintf(f, "Equal steps (each rung against its own reference arm on the same seeds; every "
+               "run's value in seed order beside the mean):\n\n"
+               "| arm | steps | runs | %s | per seed | vs the reference [95 %% CI] | minutes "
+               "per run | ms per step |\n|---|---|---|---|---|---|---|---|\n",
             t == BA_TASK_CHARLM ? "val perplexity" : "accuracy %");
     for (int a = 0; a < fm->narm; a++) {
         char label[160];
@@ -206,9 +223,11 @@ static void equal_steps(const st_family *fm, int ffn, FILE *f)
             }
             if (!isnan(s.sd))
                 snprintf(sd, sizeof sd, " ± %.*f", t == BA_TASK_CHARLM ? 3 : 2, s.sd);
-            fprintf(f, "| %s | %ld | %d | %.*f%s | %s | %.1f | %.1f |\n", label, x->g.train.steps,
-                    s.n, t == BA_TASK_CHARLM ? 3 : 2, s.mean, sd, eff, s.wall / 60.0,
-                    1000.0 * s.wall / (double)x->g.train.steps);
+            char seeds[160];
+            per_seed(x, ax, ffn, seeds, sizeof seeds);
+            fprintf(f, "| %s | %ld | %d | %.*f%s | %s | %s | %.1f | %.1f |\n", label,
+                    x->g.train.steps, s.n, t == BA_TASK_CHARLM ? 3 : 2, s.mean, sd, seeds, eff,
+                    s.wall / 60.0, 1000.0 * s.wall / (double)x->g.train.steps);
         }
     }
     fputc('\n', f);
