@@ -208,7 +208,8 @@ results-doc: build
 	if [ -d results/converged ]; then \
 	  $(LAB) report results/converged --preset converged --section-only >> docs/results.md.tmp; fi
 	if [ -d results/study ]; then \
-	  for d in results/study/*/; do [ ! -f "$${d}grid.json" ] || $(BIN) plot "$${d%/}" >/dev/null || exit 1; done; \
+	  for d in results/study/*/; do [ ! -f "$${d}grid.json" ] || $(BIN) plot "$${d%/}" >/dev/null || \
+	    echo "plots skipped for $${d%/}"; done; \
 	  $(LAB) report results/study --preset study --section-only --link-prefix ../results/study/ >> docs/results.md.tmp; fi
 	mv docs/results.md.tmp docs/results.md
 	if grep -q '^<!-- findings:begin -->$$' README.md; then \
