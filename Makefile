@@ -82,14 +82,14 @@ test test-release test-asan: PKGS = $(DEB_PKGS) $(TEST_PKGS)
 
 test-release: build
 	cmake --build $(BUILD) -j $(JOBS) --target boltzattn_f64
-	cd $(BUILD) && ctest --output-on-failure -j 1
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBA_SANITIZE=ON -DBA_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target boltzattn_f64
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j 1
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 # The demo (examples/demo.sh, about a minute of training on 2 cores):
 # softmax vs boltzmann on brackets at T = 16 over 8 seeds into runs/demo,
