@@ -61,6 +61,9 @@ const rep_grid *rep_grid_named(const rep_grids *gs, const char *name);
  * "couplings/"), as prefix + the path relative to OUT. 0, or 1 out of
  * memory. */
 int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f);
+/* Whether cell c of grid x holds a finished run of arm a with ffn at the
+ * grid's (first) T and C: the runs a study table reads. */
+int rep_cell_run(const rep_grid *x, const lab_cell *c, int a, int ffn);
 /* The link to the grid's figure png (a file name in its directory), as
  * prefix + its path relative to OUT, with alt text alt; nothing where the
  * figure is not drawn (no gnuplot, no data). */

@@ -315,6 +315,11 @@ int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *
     return 0;
 }
 
+int rep_cell_run(const rep_grid *x, const lab_cell *c, int a, int ffn)
+{
+    return c->run && c->arm == a && c->T == x->g.T[0] && c->C == x->g.C[0] && c->ffn == ffn;
+}
+
 void rep_png_link(const rep_grid *x, const char *png, const char *alt, const char *prefix,
                   FILE *f)
 {

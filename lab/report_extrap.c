@@ -55,7 +55,7 @@ static void ppl_cell(const rep_grid *x, const cJSON *entries, int a, int ffn, in
     int runs = 0, refused = 0;
     for (int i = 0; i < x->cs.n; i++) {
         const lab_cell *c = &x->cs.cells[i];
-        if (!c->run || c->arm != a || c->T != x->g.T[0] || c->C != x->g.C[0] || c->ffn != ffn)
+        if (!rep_cell_run(x, c, a, ffn))
             continue;
         runs++;
         const cJSON *e = entry_at(entries, c, T2, tv, nt);
@@ -92,7 +92,7 @@ static void effect_cell(const rep_grid *x, const cJSON *entries, int a, int r, i
     ba_running s = {0};
     for (int i = 0; i < x->cs.n; i++) {
         const lab_cell *c = &x->cs.cells[i];
-        if (!c->run || c->arm != a || c->T != x->g.T[0] || c->C != x->g.C[0] || c->ffn != ffn)
+        if (!rep_cell_run(x, c, a, ffn))
             continue;
         const lab_cell *rc = lab_cells_find(&x->cs, r, c->T, c->C, ffn, c->seed);
         if (!rc || !rc->run)

@@ -133,7 +133,7 @@ static st_cell cell_of(const rep_grid *x, int a, int ffn)
     ba_running m = {0}, w = {0};
     for (int i = 0; i < x->cs.n; i++) {
         const lab_cell *c = &x->cs.cells[i];
-        if (c->run && c->arm == a && c->T == x->g.T[0] && c->C == x->g.C[0] && c->ffn == ffn) {
+        if (rep_cell_run(x, c, a, ffn)) {
             ba_running_add(&m, lab_shown(x->g.task, c->run->value));
             ba_running_add(&w, c->run->wall_s);
         }
@@ -152,7 +152,7 @@ static void per_seed(const rep_grid *x, int a, int ffn, char *buf, size_t cap)
     int dec = x->g.task == BA_TASK_CHARLM ? 3 : 2;
     for (int i = 0; i < x->cs.n && at < cap; i++) {
         const lab_cell *c = &x->cs.cells[i];
-        if (c->run && c->arm == a && c->T == x->g.T[0] && c->C == x->g.C[0] && c->ffn == ffn)
+        if (rep_cell_run(x, c, a, ffn))
             at += (size_t)snprintf(buf + at, cap - at, "%s%.*f", at ? ", " : "", dec,
                                    lab_shown(x->g.task, c->run->value));
     }
@@ -166,7 +166,7 @@ static int paired(const rep_grid *x, int a, const rep_grid *y, int b, int ffn, d
     ba_running s = {0};
     for (int i = 0; i < x->cs.n; i++) {
         const lab_cell *c = &x->cs.cells[i];
-        if (!c->run || c->arm != a || c->T != x->g.T[0] || c->C != x->g.C[0] || c->ffn != ffn)
+        if (!rep_cell_run(x, c, a, ffn))
             continue;
         const lab_cell *r = lab_cells_find(&y->cs, b, y->g.T[0], y->g.C[0], ffn, c->seed);
         if (r && r->run)
@@ -310,8 +310,7 @@ static double common_mean(const st_at *at, int nat, int i, int ffn, int *n)
     ba_running m = {0};
     for (int k = 0; k < x->cs.n; k++) {
         const lab_cell *c = &x->cs.cells[k];
-        if (!c->run || c->arm != at[i].a || c->T != x->g.T[0] || c->C != x->g.C[0] ||
-            c->ffn != ffn)
+        if (!rep_cell_run(x, c, at[i].a, ffn))
             continue;
         int all = 1;
         for (int j = 0; j < nat && all; j++) {
