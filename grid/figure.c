@@ -52,6 +52,36 @@ int variant_cmp(const char *a, const char *b)
     return ra != rb ? (ra < rb ? -1 : 1) : strcmp(a, b);
 }
 
+int series_cmp(ba_task ta, const char *va, int ffna, int Ca, int Ta, ba_task tb, const char *vb,
+               int ffnb, int Cb, int Tb)
+{
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    int v = variant_cmp(va, vb);
+    if (v)
+        return v;
+    if (ffna != ffnb)
+        return ffna > ffnb ? -1 : 1; /* ffn=1 first */
+    if (Ca != Cb)
+        return Ca < Cb ? -1 : 1;
+    return Ta < Tb ? -1 : Ta > Tb;
+}
+
+void budget_text(char *out, size_t n, long seeds_lo, long seeds_hi, long steps_lo,
+                 long steps_hi)
+{
+    char sd[48], st[48];
+    if (seeds_lo == seeds_hi)
+        snprintf(sd, sizeof sd, "%ld seed%s", seeds_lo, seeds_lo == 1 ? "" : "s");
+    else
+        snprintf(sd, sizeof sd, "%ld-%ld seeds", seeds_lo, seeds_hi);
+    if (steps_lo == steps_hi)
+        snprintf(st, sizeof st, "%ld steps", steps_lo);
+    else
+        snprintf(st, sizeof st, "%ld-%ld steps", steps_lo, steps_hi);
+    snprintf(out, n, "%s, %s", sd, st);
+}
+
 const char *variant_color(const char *v, int idx)
 {
     static const char *const known[] = {"#1f77b4", "#ff7f0e", "#d62728", "#2ca02c"};
@@ -82,9 +112,14 @@ void panel_extent(panel *p, const ba_running *s)
     double sd = ba_running_sd(s), lo = s->mean - sd;
     if (p->logy && lo <= 0)
         lo = s->min;
+    panel_span(p, lo, s->mean + sd);
+}
+
+void panel_span(panel *p, double lo, double hi)
+{
     if (!p->logy || lo > 0)
         p->ylo = fmin(p->ylo, lo);
-    p->yhi = fmax(p->yhi, s->mean + sd);
+    p->yhi = fmax(p->yhi, hi);
 }
 
 /* Distinct x values (sorted) as a gnuplot tics list, and their smallest
@@ -171,32 +206,59 @@ static void log_tics(FILE *f, double lo, double hi)
     }
 }
 
-/* One series of a panel: block `index` of its .dat, at x (a gnuplot
- * expression), as a line with error bars or (a final evaluation) as an
- * open point with its error bar, never joined to anything and without a
- * key entry of its own (the panel has one for all). */
-static void plot_series(FILE *f, const panel *q, int v, int index, const char *x, int final,
+/* How a series is drawn: a line with sd error bars (a vs-T or vs-C
+ * figure), a learning curve's mean line (its runs drawn beside it), or a
+ * final evaluation's mean as an open point with the runs' range as its
+ * bar. */
+enum { SERIES_SD, SERIES_MEAN, SERIES_FINAL };
+
+/* One series of a panel: block `index` of its .dat at x (a gnuplot
+ * expression), drawn as `how` says; a final is never joined to anything
+ * and has no key entry of its own (the panel has one for all). */
+static void plot_series(FILE *f, const panel *q, int v, int index, const char *x, int how,
                         int first)
 {
+    static const char *const using[] = {"3:4", "3", "3:5:6"};
+    static const char *const style[] = {"yerrorlines", "linespoints", "yerrorbars"};
     /* a final's point: the open form of the variant's filled one */
     fprintf(f,
-            "%s'%s' index %d using %s:3:4 with %s linewidth 2 pointtype %d pointsize %s "
+            "%s'%s' index %d using %s:%s with %s linewidth 2 pointtype %d pointsize %s "
             "linecolor rgb \"%s\" ",
-            first ? "" : ", \\\n     ", q->dat, index, x, final ? "yerrorbars" : "yerrorlines",
-            variant_point(q->var[v], v) - final, final ? "2" : "1.2", variant_color(q->var[v], v));
-    if (final)
+            first ? "" : ", \\\n     ", q->dat, index, x, using[how], style[how],
+            variant_point(q->var[v], v) - (how == SERIES_FINAL),
+            how == SERIES_FINAL ? "2" : "1.2", variant_color(q->var[v], v));
+    if (how == SERIES_FINAL)
         fprintf(f, "notitle");
     else
         fprintf(f, "title \"%s\" noenhanced", q->var[v]);
 }
 
+/* Each run's learning curve as a thin, half-transparent line in its
+ * variant's colour, without a key entry: drawn first, beneath the
+ * means. */
+static int plot_runs(FILE *f, const panel *q, int first)
+{
+    for (int v = 0; v < q->nvar; v++)
+        for (int r = 0; r < q->nrun[v]; r++) {
+            fprintf(f,
+                    "%s'%s' index %d using 1:2 with lines linewidth 1 linecolor rgb \"#80%s\" "
+                    "notitle",
+                    first ? "" : ", \\\n     ", q->dat, q->run0[v] + r,
+                    variant_color(q->var[v], v) + 1);
+            first = 0;
+        }
+    return first;
+}
+
 /* The plot command of one panel: a series per variant (learning curves:
- * the periodic evaluations as a line, the final evaluation apart, and
- * one key entry for the finals). */
+ * each run's periodic evaluations, their mean as a line, the final
+ * evaluation apart, and one key entry for the finals). */
 static void plot_panel(FILE *f, const figure *fg, const panel *q)
 {
     fprintf(f, "plot ");
     int first = 1, finals = 0;
+    if (q->finals)
+        first = plot_runs(f, q, first);
     for (int v = 0; v < q->nvar; v++) {
         double rel = q->nvar > 1 ? v - (q->nvar - 1) / 2.0 : 0;
         char x[64];
@@ -207,17 +269,17 @@ static void plot_panel(FILE *f, const figure *fg, const panel *q)
         else
             snprintf(x, sizeof x, "($1%+.6g)", 0.04 * rel * fg->mingap);
         if (!q->finals) {
-            plot_series(f, q, v, v, x, 0, first);
+            plot_series(f, q, v, v, x, SERIES_SD, first);
             first = 0;
             continue;
         }
         if (q->curve[v] >= 0) {
-            plot_series(f, q, v, q->curve[v], x, 0, first);
+            plot_series(f, q, v, q->curve[v], x, SERIES_MEAN, first);
             first = 0;
         }
         if (q->fin[v] >= 0) {
             snprintf(x, sizeof x, "($1%+.6g)", rel * q->fin_dx);
-            plot_series(f, q, v, q->fin[v], x, 1, first);
+            plot_series(f, q, v, q->fin[v], x, SERIES_FINAL, first);
             first = 0, finals = 1;
         }
     }

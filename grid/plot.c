@@ -1,7 +1,8 @@
 /* boltzattn plot: the figures of a grid, from its run records: the metric
- * against T and against the width (mean and sd over seeds) and the
- * learning curves (from each run's metrics.jsonl). Aggregated .dat files
- * and gnuplot scripts go to DIR/plots/, the PNGs to DIR/. */
+ * against T and against the width (mean and sd over seeds), the learning
+ * curves (plot_curves.c, from each run's metrics.jsonl) and the length
+ * extrapolation (plot_extrap.c). Aggregated .dat files and gnuplot
+ * scripts go to DIR/plots/, the PNGs to DIR/. */
 #include "figure.h"
 
 #include <dirent.h>
@@ -28,7 +29,8 @@ static const command plot_cmd = {
     "figures (PNG, mean ± sd over seeds) to DIR/: ppl_vs_T.png (charlm), acc_vs_T.png\n"
     "(brackets), recall_acc_vs_T.png (recall), width_T<T>.png (when several C),\n"
     "learning_curves.png (the largest T and C unless chosen; the periodic evaluations\n"
-    "as lines, the final one on all items as a point apart), extrapolation.png (when\n"
+    "as each seed's line and their mean, the final one on all items as a point apart\n"
+    "with the seeds' range), extrapolation.png (when\n"
     "DIR/extrapolation.json has entries: each arm's perplexity at its trained T and\n"
     "at the longer T it was evaluated at). Without gnuplot only the data and scripts\n"
     "are written.",
@@ -44,53 +46,11 @@ typedef struct {
     long steps_lo, steps_hi; /* the runs' training steps */
 } group;
 
-/* One validation point of one run's metrics.jsonl: a periodic evaluation
- * (the same subset of the items every time) or the final one (all items). */
-typedef struct {
-    ba_task task;
-    char variant[64];
-    int T, C, ffn;
-    long step;
-    double v;
-    int final;  /* the final evaluation */
-    int items;  /* items it was measured on */
-    long steps; /* the run's training steps */
-} cpoint;
-
-/* The order of plotted series: task, variant, FFN first, then C and T. */
-static int series_cmp(ba_task ta, const char *va, int ffna, int Ca, int Ta, ba_task tb,
-                      const char *vb, int ffnb, int Cb, int Tb)
-{
-    if (ta != tb)
-        return ta < tb ? -1 : 1;
-    int v = variant_cmp(va, vb);
-    if (v)
-        return v;
-    if (ffna != ffnb)
-        return ffna > ffnb ? -1 : 1; /* ffn=1 first */
-    if (Ca != Cb)
-        return Ca < Cb ? -1 : 1;
-    return Ta < Tb ? -1 : Ta > Tb;
-}
-
 static int group_cmp(const void *pa, const void *pb)
 {
     const group *a = pa, *b = pb;
     return series_cmp(a->task, a->variant, a->ffn, a->C, a->T, b->task, b->variant, b->ffn, b->C,
                       b->T);
-}
-
-/* Within a series, the periodic evaluations by step, then the final ones. */
-static int cpoint_cmp(const void *pa, const void *pb)
-{
-    const cpoint *a = pa, *b = pb;
-    int c = series_cmp(a->task, a->variant, a->ffn, a->C, a->T, b->task, b->variant, b->ffn, b->C,
-                       b->T);
-    if (c)
-        return c;
-    if (a->final != b->final)
-        return a->final - b->final;
-    return a->step < b->step ? -1 : a->step > b->step;
 }
 
 static const char *metric_label(ba_task t)
@@ -103,22 +63,6 @@ static const char *metric_axis(ba_task t)
 {
     return t == BA_TASK_CHARLM ? "validation perplexity (lower is better)"
                                : "held-out accuracy, % (higher is better)";
-}
-
-/* "N seeds, S steps" (ranges where they differ), into out. */
-static void budget_text(char *out, size_t n, long seeds_lo, long seeds_hi, long steps_lo,
-                        long steps_hi)
-{
-    char sd[48], st[48];
-    if (seeds_lo == seeds_hi)
-        snprintf(sd, sizeof sd, "%ld seed%s", seeds_lo, seeds_lo == 1 ? "" : "s");
-    else
-        snprintf(sd, sizeof sd, "%ld-%ld seeds", seeds_lo, seeds_hi);
-    if (steps_lo == steps_hi)
-        snprintf(st, sizeof st, "%ld steps", steps_lo);
-    else
-        snprintf(st, sizeof st, "%ld-%ld steps", steps_lo, steps_hi);
-    snprintf(out, n, "%s, %s", sd, st);
 }
 
 /* The budget of the groups of `task` at width C (C < 0: any) and block
@@ -310,173 +254,6 @@ static int figures_vs_C(const command *c, const char *plots, const group *g, int
     return 0;
 }
 
-/* What the runs of one learning-curve panel share, gathered while its
- * .dat is written: 0 not seen yet, -1 not the same in every run. */
-typedef struct {
-    long seeds_lo, seeds_hi, steps_lo, steps_hi;
-    long items, fin_items; /* of the periodic and of the final evaluations */
-} curve_info;
-
-static void same_or_mixed(long *have, long v)
-{
-    *have = *have == 0 || *have == v ? v : -1;
-}
-
-/* The points [k0, k1) of one variant, all periodic or all final, as one
- * .dat block: per step, n mean sd min max over the runs. Returns the
- * largest n (the variant's runs). */
-static long write_block(FILE *f, panel *p, const cpoint *pts, int k0, int k1, curve_info *ci)
-{
-    long nmax = 0;
-    for (int k = k0; k < k1;) {
-        ba_running s = {0, 0, 0, 0, 0};
-        int e = k;
-        for (; e < k1 && pts[e].step == pts[k].step; e++) {
-            ba_running_add(&s, pts[e].v);
-            same_or_mixed(pts[e].final ? &ci->fin_items : &ci->items, pts[e].items);
-            if (!ci->steps_hi || pts[e].steps < ci->steps_lo)
-                ci->steps_lo = pts[e].steps;
-            ci->steps_hi = pts[e].steps > ci->steps_hi ? pts[e].steps : ci->steps_hi;
-        }
-        fprintf(f, "%ld %ld %.9g %.9g %.9g %.9g\n", pts[k].step, s.n, s.mean, ba_running_sd(&s),
-                s.min, s.max);
-        panel_extent(p, &s);
-        if (pts[k].final)
-            p->fin_dx = fmax(p->fin_dx, 0.012 * (double)pts[k].step);
-        nmax = s.n > nmax ? s.n : nmax;
-        k = e;
-    }
-    return nmax;
-}
-
-/* One learning-curve panel (task, T, C, ffn) and its .dat: per variant a
- * block of its periodic evaluations (the same items every time) and a
- * block of its final evaluation (all items), which the figure draws
- * apart. pts sorted by cpoint_cmp. */
-static int write_curves(const command *c, const char *plots, const cpoint *pts, int np,
-                        ba_task task, int T, int C, int ffn, panel *p, curve_info *ci)
-{
-    panel_init(p);
-    memset(ci, 0, sizeof *ci);
-    p->finals = 1;
-    snprintf(p->dat, sizeof p->dat, "curves_%s_T%d_C%d_ffn%d.dat", ba_task_name(task), T, C, ffn);
-    snprintf(p->ylabel, sizeof p->ylabel, "%s",
-             task == BA_TASK_CHARLM ? "validation perplexity (lower is better)"
-                                    : "validation accuracy, % (higher is better)");
-    p->logy = task == BA_TASK_CHARLM;
-    char path[PATH_LEN];
-    out_file o;
-    if (mkpath(c, path, "%s/%s", plots, p->dat) || out_open(c, &o))
-        return 1;
-    FILE *f = o.f;
-    fprintf(f, "# learning curves %s, T=%d, C=%d, %s: eval records of runs/*/metrics.jsonl; "
-               "per variant a block of the periodic evaluations (the same items every time) "
-               "and a block of the final evaluation (all items), not to be joined\n"
-               "# columns: step n mean sd min max  (%s over the runs' seeds)\n",
-            ba_task_name(task), T, C, ffn ? "with FFN" : "without FFN", p->ylabel);
-    int blk = 0;
-    for (int i = 0; i < np;) {
-        const cpoint *a = &pts[i];
-        int j = i, m;
-        while (j < np && pts[j].task == a->task && pts[j].T == a->T && pts[j].C == a->C &&
-               pts[j].ffn == a->ffn && strcmp(pts[j].variant, a->variant) == 0)
-            j++;
-        if (a->task != task || a->T != T || a->C != C || a->ffn != ffn ||
-            p->nvar == MAX_VARIANTS) {
-            i = j;
-            continue;
-        }
-        int v = p->nvar++;
-        long runs = 0, n;
-        snprintf(p->var[v], sizeof p->var[0], "%s", a->variant);
-        p->curve[v] = p->fin[v] = -1;
-        for (m = i; m < j && !pts[m].final;)
-            m++;
-        if (m > i) {
-            fprintf(f, "%s# variant %s\n# periodic evaluations\n", blk ? "\n\n" : "",
-                    a->variant);
-            p->curve[v] = blk++;
-            runs = write_block(f, p, pts, i, m, ci);
-        }
-        if (j > m) {
-            fprintf(f, "%s# variant %s\n# final evaluation, all items\n", blk ? "\n\n" : "",
-                    a->variant);
-            p->fin[v] = blk++;
-            n = write_block(f, p, pts, m, j, ci);
-            runs = n > runs ? n : runs;
-        }
-        if (!ci->seeds_hi || runs < ci->seeds_lo)
-            ci->seeds_lo = runs;
-        ci->seeds_hi = runs > ci->seeds_hi ? runs : ci->seeds_hi;
-        i = j;
-    }
-    p->fin_items = ci->fin_items > 0 ? ci->fin_items : 0;
-    char budget[128];
-    budget_text(budget, sizeof budget, ci->seeds_lo, ci->seeds_hi, ci->steps_lo, ci->steps_hi);
-    snprintf(p->title, sizeof p->title, "%s, T=%d, C=%d%s: %s", ba_task_name(task), T, C,
-             ffn ? "" : ", without FFN", budget);
-    return out_close(c, &o, path);
-}
-
-/* learning_curves.png: per task, the runs at the largest T (and the largest
- * C there), or at Treq / Creq when those are not 0 (Creq alone: the largest
- * T that has runs of that width), one panel per (task,
- * ffn), one line per variant averaged over seeds at each step. A task
- * without runs at the requested T / C gets no panel; *npanels says how many
- * were drawn. */
-static int figure_curves(const command *c, const char *plots, cpoint *pts, int np, int Treq,
-                         int Creq, job *jobs, int *njobs, int *npanels)
-{
-    *npanels = 0;
-    if (np == 0)
-        return 0;
-    qsort(pts, np, sizeof *pts, cpoint_cmp);
-    panel pn[6]; /* (task, ffn) */
-    int npan = 0;
-    long items = 0; /* of the periodic evaluations, over the panels */
-    for (int t = 0; t < 3; t++) {
-        ba_task task = (ba_task)t;
-        int Tsel = 0, Csel = 0, has[2] = {0, 0};
-        for (int i = 0; i < np; i++)
-            if (pts[i].task == task && (!Creq || pts[i].C == Creq) &&
-                (Treq ? pts[i].T == Treq : pts[i].T > Tsel))
-                Tsel = pts[i].T;
-        for (int i = 0; i < np; i++)
-            if (pts[i].task == task && pts[i].T == Tsel &&
-                (Creq ? pts[i].C == Creq : pts[i].C > Csel))
-                Csel = pts[i].C;
-        if (!Tsel || !Csel)
-            continue;
-        for (int i = 0; i < np; i++)
-            if (pts[i].task == task && pts[i].T == Tsel && pts[i].C == Csel)
-                has[pts[i].ffn] = 1;
-        for (int ffn = 1; ffn >= 0; ffn--) {
-            curve_info ci;
-            if (!has[ffn])
-                continue;
-            if (write_curves(c, plots, pts, np, task, Tsel, Csel, ffn, &pn[npan++], &ci))
-                return 1;
-            if (ci.items)
-                same_or_mixed(&items, ci.items);
-        }
-    }
-    *npanels = npan;
-    if (!npan)
-        return 0;
-    job *jb = &jobs[(*njobs)++];
-    snprintf(jb->script, sizeof jb->script, "learning_curves.gp");
-    snprintf(jb->png, sizeof jb->png, "learning_curves.png");
-    figure fg = {jb->script, jb->png, "validation metric during training (mean ± sd over seeds)",
-                 "", "training step", 0, 0, 0, "", 1, 1, 0};
-    char subset[48] = "a fixed subset of the items";
-    if (items > 0)
-        snprintf(subset, sizeof subset, "the same %ld items", items);
-    snprintf(fg.note, sizeof fg.note,
-             "lines: periodic evaluations on %s; open points: final evaluation, all items",
-             subset);
-    return write_figure(c, plots, &fg, pn, npan);
-}
-
 static int write_summary(const command *c, const char *plots, const group *g, int ng)
 {
     char path[PATH_LEN];
@@ -562,50 +339,6 @@ static int collect_groups(const command *c, const char *dir, const lab_runs *rs,
     return 0;
 }
 
-/* The learning curves: the eval and final records of every run with a
- * record, in run order. */
-static int collect_points(const command *c, const lab_runs *rs, cpoint **pts, int *np,
-                          int *nruns)
-{
-    int cap = 0, code = 0;
-    *pts = NULL, *np = 0, *nruns = 0;
-    for (int i = 0; i < rs->n && !code; i++) {
-        const lab_run *r = &rs->v[i];
-        ba_record *recs;
-        int n, before = *np;
-        if ((code = lab_metrics_read(c, r->dir, &recs, &n)))
-            break;
-        for (int k = 0; k < n; k++) {
-            const ba_record *e = &recs[k];
-            double v = r->task == BA_TASK_CHARLM ? e->eval.ppl : e->eval.accuracy;
-            if ((e->kind != BA_REC_EVAL && e->kind != BA_REC_FINAL) || !isfinite(v))
-                continue;
-            if (*np == cap) {
-                int nc = cap ? 2 * cap : 256;
-                cpoint *p = realloc(*pts, sizeof **pts * (size_t)nc);
-                if (!p) {
-                    code = fail_lib(c, "out of memory", 1);
-                    break;
-                }
-                *pts = p, cap = nc;
-            }
-            cpoint q;
-            memset(&q, 0, sizeof q);
-            q.task = r->task, q.T = r->T, q.C = r->C, q.ffn = r->ffn;
-            lab_run_variant(r, q.variant, sizeof q.variant);
-            q.step = e->step;
-            q.v = v * (r->task == BA_TASK_CHARLM ? 1 : 100); /* accuracy in % */
-            q.final = e->kind == BA_REC_FINAL;
-            q.items = e->eval.n_items;
-            q.steps = r->steps;
-            (*pts)[(*np)++] = q;
-        }
-        free(recs);
-        *nruns += *np > before;
-    }
-    return code;
-}
-
 /* plots/ is this command's own: the .dat and .gp files of an earlier call
  * go, so none is left that the figures no longer read. */
 static void clear_plots(const command *c, const char *plots)
@@ -624,8 +357,8 @@ static void clear_plots(const command *c, const char *plots)
 }
 
 /* Every figure's data and script; the jobs gnuplot runs. */
-static int write_plots(const command *c, const char *plots, const group *g, int ng, cpoint *pts,
-                       int np, int Treq, int Creq, job *jobs, int *njobs)
+static int write_plots(const command *c, const char *plots, const group *g, int ng,
+                       const lab_curves *cv, int Treq, int Creq, job *jobs, int *njobs)
 {
     int maxjobs = 2 * ng + 4, code = write_summary(c, plots, g, ng);
     int *scratch = malloc(sizeof(int) * (size_t)(ng + 1));
@@ -641,29 +374,16 @@ static int write_plots(const command *c, const char *plots, const group *g, int 
             code = figure_vs_T(c, plots, g, ng, (ba_task)t, scratch, jobs, njobs) ||
                    figures_vs_C(c, plots, g, ng, (ba_task)t, several, scratch, scratch2, jobs,
                                 njobs, maxjobs - 4);
-    int ncurves = 0; /* checked before: > 0 when a T or C was asked for */
+    int made = 0; /* checked before: 1 when a T or C was asked for */
     if (!code)
-        code = figure_curves(c, plots, pts, np, Treq, Creq, jobs, njobs, &ncurves);
+        code = lab_curves_write(c, plots, cv, Treq, Creq, &made);
+    if (!code && made) {
+        job *jb = &jobs[(*njobs)++];
+        snprintf(jb->script, sizeof jb->script, "learning_curves.gp");
+        snprintf(jb->png, sizeof jb->png, "learning_curves.png");
+    }
     free(scratch), free(scratch2);
     return code;
-}
-
-/* --curves-T / --curves-C must name runs that have learning curves;
- * checked before anything is written. */
-static int check_curves_request(const command *c, const char *dir, const cpoint *pts, int np,
-                                int Treq, int Creq)
-{
-    if (!Treq && !Creq)
-        return 0;
-    for (int i = 0; i < np; i++)
-        if ((!Treq || pts[i].T == Treq) && (!Creq || pts[i].C == Creq))
-            return 0;
-    char want[64] = "";
-    if (Treq)
-        snprintf(want, sizeof want, " T=%d", Treq);
-    if (Creq)
-        snprintf(want + strlen(want), sizeof want - strlen(want), " C=%d", Creq);
-    return usage_error(c, "no runs with learning curves at%s in %s", want, dir);
 }
 
 int cmd_plot(int argc, char **argv)
@@ -693,8 +413,8 @@ int cmd_plot(int argc, char **argv)
         return 2;
     lab_runs rs;
     group *g = NULL;
-    cpoint *pts = NULL;
-    int ng = 0, np = 0, nruns = 0, njobs = 0;
+    lab_curves *cv = NULL;
+    int ng = 0, nruns = 0, njobs = 0;
     long nfinished = 0;
     job *jobs = NULL;
     lab_xfigure *xf = NULL;
@@ -702,9 +422,9 @@ int cmd_plot(int argc, char **argv)
     if (!code)
         code = collect_groups(c, dir, &rs, &g, &ng, &nfinished);
     if (!code)
-        code = collect_points(c, &rs, &pts, &np, &nruns);
+        code = lab_curves_read(c, &rs, &cv, &nruns);
     if (!code)
-        code = check_curves_request(c, dir, pts, np, Treq, Creq);
+        code = lab_curves_check(c, dir, cv, Treq, Creq);
     if (!code)
         code = lab_xfigure_read(c, dir, &xf);
     /* at most: 3 vs-T figures, one width figure per (task, T), curves,
@@ -724,7 +444,7 @@ int cmd_plot(int argc, char **argv)
                g[i].variant, g[i].T, g[i].C, g[i].ffn, g[i].s.n,
                g[i].task == BA_TASK_CHARLM ? "val perplexity" : "accuracy %", g[i].s.mean,
                ba_running_sd(&g[i].s));
-    if ((code = write_plots(c, plots, g, ng, pts, np, Treq, Creq, jobs, &njobs)))
+    if ((code = write_plots(c, plots, g, ng, cv, Treq, Creq, jobs, &njobs)))
         goto done;
     int xmade = 0;
     if ((code = lab_xfigure_write(c, plots, xf, &xmade)))
@@ -750,7 +470,7 @@ int cmd_plot(int argc, char **argv)
     }
 done:
     free(g);
-    free(pts);
+    lab_curves_free(cv);
     free(jobs);
     lab_xfigure_free(xf);
     lab_runs_free(&rs);

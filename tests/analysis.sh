@@ -165,19 +165,34 @@ check '[ "$(grep -c "^# variant" "$P/brackets_C32_ffn1_vs_T.dat")" = 2 ] &&
 check 'awk "/variant softmax/ { s = 1 } s && \$1 == 4 { exit !(\$3 > 88.4999 && \$3 < 88.5001 && \$4 > 0.7070 && \$4 < 0.7072) }" "$P/brackets_C32_ffn1_vs_T.dat"' \
     "softmax T=4 mean/sd are not 88.5 / 0.7071"
 check '[ -f "$P/curves_brackets_T8_C32_ffn1.dat" ] &&
-       [ "$(grep -v "^#" "$P/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ]' \
-    "learning curves: expected 3 steps x 2 variants"
+       [ "$(grep -v "^#" "$P/curves_brackets_T8_C32_ffn1.dat" | awk "NF == 6" | wc -l)" = 6 ]' \
+    "learning curves: expected 3 steps x 2 variants over the runs"
+# beside the mean, each run's own periodic curve (a thin line), in seed
+# order: with a few seeds a mean and sd hide a split (one seed solving the
+# task, one not); softmax's seeds reach 61 and 62 % at step 10
+check 'awk "/^# variant softmax\$/ { v = 1 } /^# variant boltzmann/ { v = 0 }
+            /run of seed/ { s = \$NF; o = o s \",\" }
+            v && NF == 2 { r[s] = r[s] \$1 \":\" \$2 \" \" }
+            END { exit !(r[1] == \"10:61 20:71 \" && r[2] == \"10:62 20:72 \" && o == \"1,2,1,2,\") }" \
+       "$P/curves_brackets_T8_C32_ffn1.dat"' \
+    "learning curves: each run's own curve missing, wrong or out of seed order"
 # the final evaluation (all 400 items) is a block of its own, drawn as a
 # point apart, never joined to the periodic ones (64 items): per variant a
 # block of 2 periodic points and a block of 1 final point
-check 'awk "/^# periodic/ { b = \"p\" } /^# final/ { b = \"f\" }
+check 'awk "/^# periodic evaluations, over/ { b = \"p\" } /run of seed/ { b = \"r\" }
+            /^# final/ { b = \"f\" }
             /^[0-9]/ { n[b]++; if (b == \"f\" && \$1 != 30) exit 1 }
-            END { exit !(n[\"p\"] == 4 && n[\"f\"] == 2) }" "$P/curves_brackets_T8_C32_ffn1.dat"' \
+            END { exit !(n[\"p\"] == 4 && n[\"r\"] == 8 && n[\"f\"] == 2) }" \
+       "$P/curves_brackets_T8_C32_ffn1.dat"' \
     "learning curves: the final evaluations are not in blocks of their own"
-check '[ "$(grep -c "with yerrorbars .* notitle" "$P/learning_curves.gp")" = 2 ] &&
-       [ "$(grep -c "with yerrorlines" "$P/learning_curves.gp")" = 2 ] &&
+# the means as lines without bars, each run as a thin line without a key
+# entry, the finals apart with the seeds' range (min, max) as their bars
+check '[ "$(grep -c "using (\$1[-+][0-9.]*):3:5:6 with yerrorbars .* notitle" "$P/learning_curves.gp")" = 2 ] &&
+       [ "$(grep -c "using 1:3 with linespoints" "$P/learning_curves.gp")" = 2 ] &&
+       [ "$(grep -c "using 1:2 with lines linewidth 1 .* notitle" "$P/learning_curves.gp")" = 4 ] &&
+       ! grep -q "yerrorlines" "$P/learning_curves.gp" &&
        grep -q "title \"final, all 400 items\"" "$P/learning_curves.gp"' \
-    "learning_curves.gp: finals not drawn apart, or no key entry for them"
+    "learning_curves.gp: runs, means or finals not drawn as they should"
 # every figure says its budget and the metric's direction
 check 'grep -q "brackets, T=8, C=32: 2 seeds, 100 steps" "$P/learning_curves.gp" &&
        grep -q "same 64 items" "$P/learning_curves.gp" &&
@@ -206,8 +221,9 @@ cp "$A/runs/brackets-T8-C32-softmax-s1/metrics.jsonl" "$A/runs/brackets-T4-C32-s
 rm -rf "$P"
 expect 0 "" -- "$BIN" plot "$A" --curves-T 4
 check '[ -f "$P/curves_brackets_T4_C32_ffn1.dat" ] && [ ! -e "$P/curves_brackets_T8_C32_ffn1.dat" ] &&
-       [ "$(grep -v "^#" "$P/curves_brackets_T4_C32_ffn1.dat" | awk "NF" | wc -l)" = 3 ]' \
-    "--curves-T 4: expected the T = 4 curves only (3 steps, one variant)"
+       [ "$(grep -v "^#" "$P/curves_brackets_T4_C32_ffn1.dat" | awk "NF == 6" | wc -l)" = 3 ] &&
+       [ "$(grep -v "^#" "$P/curves_brackets_T4_C32_ffn1.dat" | awk "NF == 2" | wc -l)" = 2 ]' \
+    "--curves-T 4: expected the T = 4 curves only (3 steps, one variant, one run)"
 expect 0 "" -- "$BIN" plot --curves-C=32 "$A"
 check '[ -f "$P/curves_brackets_T8_C32_ffn1.dat" ]' "--curves-C 32: the largest T with C = 32 is 8"
 rm -rf "$P"
@@ -239,13 +255,13 @@ out=$(env PATH=/nonexistent "$BIN" plot "$R" 2>&1)
 rc=$?
 check '[ $rc = 0 ]' "plot with a torn last record exited $rc: $out"
 check '! grep -q "warning" <<<"$out"' "a torn last record was warned about: $out"
-check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ] &&
+check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF == 6" | wc -l)" = 6 ] &&
        ! grep -q "^40 " "$R/plots/curves_brackets_T8_C32_ffn1.dat"' \
     "a torn last record changed the learning curves"
 sed -i '3a {"event":"eval","step":15,"val_lo' "$R/runs/brackets-T8-C32-boltzmann-s1/metrics.jsonl"
 expect 0 "brackets-T8-C32-boltzmann-s1/metrics.jsonl:4: not JSON, line skipped" -- \
     env PATH=/nonexistent "$BIN" plot "$R"
-check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF" | wc -l)" = 6 ]' \
+check '[ "$(grep -v "^#" "$R/plots/curves_brackets_T8_C32_ffn1.dat" | awk "NF == 6" | wc -l)" = 6 ]' \
     "a damaged middle line changed the learning curves"
 # a charlm learning curve within a decade of perplexity (9.6 to 7.0) on its
 # log axis: five or more labelled tics at one round step, not one label
