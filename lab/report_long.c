@@ -19,8 +19,6 @@
  * names only let the section say which of the preset's grids were never
  * started. */
 
-static int ising(ba_attn a) { return a == BA_ATTN_BOLTZMANN || a == BA_ATTN_COUPLING; }
-
 static int finished(const lab_cells *cs)
 {
     int n = 0;
@@ -122,138 +120,6 @@ static int arms_table(const rep_grid *x, int T, int C, int ffn, FILE *f)
         arm_row(x, a, T, C, ffn, v, v + g->nseeds, f);
     fprintf(f, "\n");
     free(v);
-    return 0;
-}
-
-/* ------------------------------------------------------- J by distance */
-
-static int has_analysis(const char *dir, const char *name)
-{
-    char path[PATH_LEN];
-    return snprintf(path, sizeof path, "%s/%s/couplings.json", dir, name) < (int)sizeof path &&
-           access(path, R_OK) == 0;
-}
-
-/* The couplings analysis of one arm: the x->dir/couplings/NAME/couplings.json
- * whose variant (its "variant", or "attn" for the plain form) is label,
- * with NAME into sub (NULL when there is none; a damaged one is a
- * warning). The directory's name says nothing: the analysis does. */
-static cJSON *arm_couplings(const command *c, const rep_grid *x, const char *label, char *sub,
-                            size_t cap)
-{
-    char dir[PATH_LEN], path[PATH_LEN], **names;
-    int n;
-    cJSON *found = NULL;
-    if (mkpath(c, dir, "%s/couplings", x->dir) || lab_list_dir(dir, has_analysis, NULL, &names, &n))
-        return NULL;
-    for (int i = 0; i < n && !found; i++) {
-        if (mkpath(c, path, "%s/%s/couplings.json", dir, names[i]))
-            continue;
-        char *txt = lab_slurp(path);
-        cJSON *o = txt ? cJSON_Parse(txt) : NULL;
-        free(txt);
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "variant");
-        if (!cJSON_IsString(v))
-            v = cJSON_GetObjectItemCaseSensitive(o, "attn");
-        if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "by_distance")) ||
-            !cJSON_IsString(v)) {
-            fprintf(stderr, "%s %s: warning: %s is not a couplings analysis; left out\n", prog,
-                    c->cmd, path);
-        } else if (strcmp(v->valuestring, label) == 0) {
-            snprintf(sub, cap, "couplings/%s/", names[i]);
-            found = o;
-            continue;
-        }
-        cJSON_Delete(o);
-    }
-    lab_names_free(names, n);
-    return found;
-}
-
-/* One cell of the J table: the mean over runs with its interval (and the
- * sign it resolves), or the single run's mean; "" beyond the arm's
- * distances. */
-static void jcell(const cJSON *o, int d, char *buf, size_t n)
-{
-    const cJSON *over = cJSON_GetObjectItemCaseSensitive(o, "over_runs");
-    const cJSON *arr = over ? over : cJSON_GetObjectItemCaseSensitive(o, "by_distance");
-    buf[0] = '\0';
-    for (const cJSON *x = arr ? arr->child : NULL; x; x = x->next) {
-        if ((int)rep_num(x, "distance") != d)
-            continue;
-        double m = rep_num(x, "mean"), lo = rep_num(x, "ci95_lo"), hi = rep_num(x, "ci95_hi");
-        if (!over)
-            snprintf(buf, n, "%+.4f (one run)", m);
-        else
-            snprintf(buf, n, "%+.4f [%+.4f, %+.4f]%s", m, lo, hi,
-                     lo > 0 ? " > 0" : hi < 0 ? " < 0" : "");
-        return;
-    }
-}
-
-/* J by distance of the grid's exact Ising arms side by side, one column
- * per arm that has an analysis, with their figures. */
-static int jtable_arms(const command *c, const rep_grid *x, const char *prefix, FILE *f)
-{
-    const lab_grid *g = &x->g;
-    cJSON *js[16] = {0};
-    char labels[16][96], subs[16][PATH_LEN / 8], none[512] = "";
-    int na = 0, maxd = 0;
-    for (int a = 0; a < g->narms && na < 16; a++) {
-        if (!ising(g->arms[a].attn) || lab_arm_sampled(&g->arms[a]))
-            continue;
-        lab_arm_variant(&g->arms[a], labels[na], sizeof labels[na]);
-        if (!(js[na] = arm_couplings(c, x, labels[na], subs[na], sizeof subs[na]))) {
-            size_t l = strlen(none);
-            snprintf(none + l, sizeof none - l, "%s`%s`", l ? ", " : "", labels[na]);
-            continue;
-        }
-        const cJSON *by = cJSON_GetObjectItemCaseSensitive(js[na], "by_distance");
-        maxd = cJSON_GetArraySize(by) > maxd ? cJSON_GetArraySize(by) : maxd;
-        na++;
-    }
-    if (na) {
-        char pattern[128];
-        rep_paper_pattern(x->cs.refs, pattern, sizeof pattern);
-        fprintf(f, "Coupling J by key distance d, per Ising arm: the mean over seeds of each "
-                   "run's mean over its layers and heads (and, for absolute couplings, its "
-                   "pairs), with the 95 %% interval over seeds; '> 0' or '< 0' where the interval "
-                   "excludes zero. The paper reports %s (absolute couplings at T = 12).\n\n"
-                   "| distance |",
-                pattern);
-        for (int i = 0; i < na; i++)
-            fprintf(f, " %s |", labels[i]);
-        fprintf(f, " paper |\n|---|");
-        for (int i = 0; i <= na; i++)
-            fprintf(f, "---|");
-        fprintf(f, "\n");
-        for (int d = 1; d <= maxd; d++) {
-            fprintf(f, "| %d |", d);
-            for (int i = 0; i < na; i++) {
-                char cell[96];
-                jcell(js[i], d, cell, sizeof cell);
-                fprintf(f, " %s |", cell);
-            }
-            fprintf(f, " %s |\n", rep_paper_sign(x->cs.refs, d));
-        }
-        /* an analysis needs its runs' checkpoints, which are not
-         * committed: say how many seeds each column stands on */
-        fprintf(f, "\nSeeds analysed (runs whose checkpoints were at hand):");
-        for (int i = 0; i < na; i++)
-            fprintf(f, "%s `%s` %d of %d", i ? "," : "", labels[i],
-                    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(js[i], "runs")),
-                    g->nseeds);
-        fprintf(f, ".\n\n");
-        for (int i = 0; i < na; i++)
-            if (rep_png_links(x, subs[i], prefix, f))
-                return 1;
-    }
-    if (none[0])
-        fprintf(f, "%sNo couplings analysis for %s (it is made from finished runs with their "
-                   "checkpoints, which are not committed).\n",
-                na ? "\n" : "", none);
-    for (int i = 0; i < na; i++)
-        cJSON_Delete(js[i]);
     return 0;
 }
 
@@ -447,7 +313,7 @@ static int grid_part(const command *c, const rep_grids *gs, const rep_grid *x,
     if (rep_png_links(x, "", prefix, f))
         return fail_lib(c, "out of memory", 1);
     fprintf(f, "\n");
-    if ((code = jtable_arms(c, x, prefix, f)))
+    if ((code = rep_couplings_table(c, x, prefix, NULL, 1, NULL, f)))
         return code;
     fprintf(f, "\n");
     return extrapolation(c, gs, x, f);

@@ -514,6 +514,19 @@ int rep_study_section(const command *c, const char *out, const char *prefix,
                 learning_curves(&fm, prefix, f);
             for (int k = 0; k < fm.n; k++)
                 rep_study_extrapolation(c, fm.g[k], ffn, prefix, f);
+            for (int k = 0; k < fm.n && fi == 0; k++) {
+                /* what the couplings learned, rung by rung, where analysed */
+                char lead[256];
+                snprintf(lead, sizeof lead, "What the couplings learned at %ld steps (`%.100s`). ",
+                         fm.g[k]->g.train.steps, fm.g[k]->name);
+                int shown = 0, rc = rep_couplings_table(c, fm.g[k], prefix, lead, 0, &shown, f);
+                if (rc) {
+                    free(done);
+                    return rc;
+                }
+                if (shown)
+                    fprintf(f, "\n");
+            }
         }
     }
     free(done);

@@ -358,6 +358,25 @@ check "study section: the learning-rate table of a budget at two rates, on the s
     a=$(acc1 g20 sigmoid) b=$(acc1 g20lr sigmoid) &&
     grep -q "^| sigmoid | 1 | $a | $b | $(best "$a" "$b") |$" "$TMP/st.md" &&
     ! grep -q "^| boltzmann | 1 | " "$TMP/st.md" && [ "$(grep -c "^Learning rate, " "$TMP/st.md")" = 1 ]'
+# what the couplings learned, rung by rung where a rung has an analysis
+# (lab/reproduce.sh's couplings step): g40's boltzmann arm, not g20's
+"$BIN" couplings --grid "$S/g40" --arm boltzmann --out "$S/g40/couplings/boltzmann" >/dev/null 2>&1
+"$LABBIN" report "$S" --preset study --section-only >"$TMP/stj.md" 2>"$TMP/stj.err"
+rcj=$?
+jd1=$(python3 -c "
+import json, sys
+o = json.load(open(sys.argv[1]))
+print(next('%+.4f' % x['mean'] for x in o['over_runs'] if x['distance'] == 1))" "$S/g40/couplings/boltzmann/couplings.json")
+check "study section: J by distance of a rung with a couplings analysis, none for one without" '[ $rcj = 0 ] &&
+    [ ! -s "$TMP/stj.err" ] &&
+    grep -q "^What the couplings learned at 40 steps (\`g40\`). Coupling J by key distance d" "$TMP/stj.md" &&
+    grep -q "^| distance | boltzmann | paper |$" "$TMP/stj.md" &&
+    grep -q "^| 1 | $jd1 \[" "$TMP/stj.md" &&
+    grep -q "^Seeds analysed (runs whose checkpoints were at hand): \`boltzmann\` 2 of 2\.$" "$TMP/stj.md" &&
+    ! grep -q "What the couplings learned at 20 steps" "$TMP/stj.md" &&
+    [ "$(grep -vc "couplings\|^| [0-9] |\|^| distance\|^|---\|^Seeds analysed\|^$" "$TMP/stj.md")" = \
+      "$(grep -vc "couplings\|^| [0-9] |\|^| distance\|^|---\|^Seeds analysed\|^$" "$TMP/st.md")" ]'
+
 # --- the study's length extrapolation: a tiny charlm rung trained with
 # --extrapolate (an arm with learned positions refused), one entry taken
 # out; the tables against the file (python on the same entries)
