@@ -61,6 +61,8 @@ const rep_grid *rep_grid_named(const rep_grids *gs, const char *name);
  * "couplings/"), as prefix + the path relative to OUT. 0, or 1 out of
  * memory. */
 int rep_png_links(const rep_grid *x, const char *sub, const char *prefix, FILE *f);
+/* A number of a JSON object (NAN when absent or not a number). */
+double rep_num(const cJSON *o, const char *key);
 /* Whether cell c of grid x holds a finished run of arm a with ffn at the
  * grid's (first) T and C: the runs a study table reads. */
 int rep_cell_run(const rep_grid *x, const lab_cell *c, int a, int ffn);
@@ -133,13 +135,11 @@ int rep_converged_changes(const rep_grids *gs, const char *const *names, size_t 
 int rep_budget_ladder(const command *c, const rep_grids *gs, const char *const *names, size_t n,
                       const rep_grids *conv, FILE *f);
 
-/* report_couplings.c: a number of a JSON object (NAN when absent); the
- * paper's sign of J at distance d by refs ("> 0", "< 0" or ""; "" when refs
- * is NULL); the sentence that states that pattern into buf; and the table of
- * the grid's couplings analysis (x->dir/couplings/couplings.json) after
- * the text before: 1 when written, 0 when there is none (a damaged one is
- * a warning). */
-double rep_num(const cJSON *o, const char *key);
+/* report_couplings.c: the paper's sign of J at distance d by refs ("> 0",
+ * "< 0" or ""; "" when refs is NULL); the sentence that states that
+ * pattern into buf; and the table of the grid's couplings analysis
+ * (x->dir/couplings/couplings.json) after the text before: 1 when
+ * written, 0 when there is none (a damaged one is a warning). */
 /* J by key distance of x's exact Ising arms (report_couplings.c): lead
  * (NULL: none), then a table with one column per arm that has a couplings
  * analysis under x->dir/couplings/ (the mean over seeds with its 95 %

@@ -12,6 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+double rep_num(const cJSON *o, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
 /* --------------------------------------------------------------- grids */
 
 /* The shell lists OUT/<name>/ sorted with the trailing slash, so in the C

@@ -12,12 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-double rep_num(const cJSON *o, const char *key)
-{
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
-}
-
 /* The paper's sign of J at key distance d (spec section 1), or "". */
 const char *rep_paper_sign(const lab_refs *refs, int d)
 {
