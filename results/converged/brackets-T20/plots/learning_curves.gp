@@ -11,17 +11,37 @@ set grid
 set key outside right top vertical
 set bars small
 set offsets graph 0.03, graph 0.03, 0, 0
-set title "validation metric during training (mean ± sd over seeds)\nbrackets, T=20, C=4: 5 seeds, 64000 steps\nlines: periodic evaluations on the same 2000 items; open points: final evaluation, all items"
+set title "validation metric during training (thick: mean over seeds; thin: each seed)\nbrackets, T=20, C=4: 5 seeds, 64000 steps\nlines: periodic evaluations on the same 2000 items\nopen points: final evaluation on all items (bar: the seeds' range)"
 set ylabel "validation accuracy, % (higher is better)"
 unset logscale y
 set ytics autofreq
-set yrange [73.0925:96.7767]
-plot 'curves_brackets_T20_C4_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
-     'curves_brackets_T20_C4_ffn1.dat' index 1 using ($1-1152):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
-     'curves_brackets_T20_C4_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'curves_brackets_T20_C4_ffn1.dat' index 3 using ($1-384):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
-     'curves_brackets_T20_C4_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
-     'curves_brackets_T20_C4_ffn1.dat' index 5 using ($1+384):3:4 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#d62728" notitle, \
-     'curves_brackets_T20_C4_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced, \
-     'curves_brackets_T20_C4_ffn1.dat' index 7 using ($1+1152):3:4 with yerrorbars linewidth 2 pointtype 12 pointsize 2 linecolor rgb "#2ca02c" notitle, \
+set yrange [72.4406:96.0639]
+plot 'curves_brackets_T20_C4_ffn1.dat' index 1 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 2 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 3 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 4 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 5 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 8 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 9 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 10 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 11 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 12 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 15 using 1:2 with lines linewidth 1 linecolor rgb "#80d62728" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 16 using 1:2 with lines linewidth 1 linecolor rgb "#80d62728" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 17 using 1:2 with lines linewidth 1 linecolor rgb "#80d62728" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 18 using 1:2 with lines linewidth 1 linecolor rgb "#80d62728" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 19 using 1:2 with lines linewidth 1 linecolor rgb "#80d62728" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 22 using 1:2 with lines linewidth 1 linecolor rgb "#802ca02c" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 23 using 1:2 with lines linewidth 1 linecolor rgb "#802ca02c" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 24 using 1:2 with lines linewidth 1 linecolor rgb "#802ca02c" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 25 using 1:2 with lines linewidth 1 linecolor rgb "#802ca02c" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 26 using 1:2 with lines linewidth 1 linecolor rgb "#802ca02c" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 0 using 1:3 with linespoints linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 6 using ($1-1152):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 7 using 1:3 with linespoints linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 13 using ($1-384):3:5:6 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 14 using 1:3 with linespoints linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#d62728" title "boltzmann" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 20 using ($1+384):3:5:6 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#d62728" notitle, \
+     'curves_brackets_T20_C4_ffn1.dat' index 21 using 1:3 with linespoints linewidth 2 pointtype 13 pointsize 1.2 linecolor rgb "#2ca02c" title "coupling" noenhanced, \
+     'curves_brackets_T20_C4_ffn1.dat' index 27 using ($1+1152):3:5:6 with yerrorbars linewidth 2 pointtype 12 pointsize 2 linecolor rgb "#2ca02c" notitle, \
      NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 2000 items"

@@ -11,26 +11,66 @@ set grid
 set key outside right top vertical
 set bars small
 set offsets graph 0.03, graph 0.03, 0, 0
-set title "validation metric during training (mean ± sd over seeds)\ncharlm, T=256, C=128: 5 seeds, 600 steps\nlines: periodic evaluations on the same 128 items; open points: final evaluation, all items"
+set title "validation metric during training (thick: mean over seeds; thin: each seed)\ncharlm, T=256, C=128: 5 seeds, 600 steps\nlines: periodic evaluations on the same 128 items\nopen points: final evaluation on all items (bar: the seeds' range)"
 set ylabel "validation perplexity (lower is better)"
 set logscale y
 set ytics autofreq
-set yrange [7.13575:12.5464]
+set yrange [7.08084:12.5789]
 set ytics (8, 9, 10, 11, 12)
-plot 'curves_charlm_T256_C128_ffn1.dat' index 0 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 1 using ($1-25.2):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 2 using 1:3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 3 using ($1-18):3:4 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 4 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 5 using ($1-10.8):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 6 using 1:3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "sigmoid-logn" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 7 using ($1-3.6):3:4 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 8 using 1:3:4 with yerrorlines linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-W8" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 9 using ($1+3.6):3:4 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#17becf" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 10 using 1:3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "boltzmann-rel-W4" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 11 using ($1+10.8):3:4 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#9467bd" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 12 using 1:3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W8" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 13 using ($1+18):3:4 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
-     'curves_charlm_T256_C128_ffn1.dat' index 14 using 1:3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-rel-tap" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 15 using ($1+25.2):3:4 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
+plot 'curves_charlm_T256_C128_ffn1.dat' index 1 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 2 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 3 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 4 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 5 using 1:2 with lines linewidth 1 linecolor rgb "#801f77b4" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 8 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 9 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 10 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 11 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 12 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 15 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 16 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 17 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 18 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 19 using 1:2 with lines linewidth 1 linecolor rgb "#80ff7f0e" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 22 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 23 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 24 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 25 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 26 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 29 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 30 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 31 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 32 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 33 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 36 using 1:2 with lines linewidth 1 linecolor rgb "#809467bd" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 37 using 1:2 with lines linewidth 1 linecolor rgb "#809467bd" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 38 using 1:2 with lines linewidth 1 linecolor rgb "#809467bd" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 39 using 1:2 with lines linewidth 1 linecolor rgb "#809467bd" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 40 using 1:2 with lines linewidth 1 linecolor rgb "#809467bd" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 43 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 44 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 45 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 46 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 47 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 50 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 51 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 52 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 53 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 54 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 0 using 1:3 with linespoints linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#1f77b4" title "softmax" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 6 using ($1-25.2):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#1f77b4" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 7 using 1:3 with linespoints linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-nopos" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 13 using ($1-18):3:5:6 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 14 using 1:3 with linespoints linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#ff7f0e" title "sigmoid" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 20 using ($1-10.8):3:5:6 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#ff7f0e" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 21 using 1:3 with linespoints linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "sigmoid-logn" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 27 using ($1-3.6):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 28 using 1:3 with linespoints linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-W8" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 34 using ($1+3.6):3:5:6 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#17becf" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 35 using 1:3 with linespoints linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "boltzmann-rel-W4" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 41 using ($1+10.8):3:5:6 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#9467bd" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 42 using 1:3 with linespoints linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "boltzmann-rel-W8" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 48 using ($1+18):3:5:6 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 49 using 1:3 with linespoints linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "boltzmann-rel-tap" noenhanced, \
+     'curves_charlm_T256_C128_ffn1.dat' index 55 using ($1+25.2):3:5:6 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
      NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 435 items"
