@@ -140,6 +140,9 @@ int rep_budget_ladder(const command *c, const rep_grids *gs, const char *const *
  * pattern into buf; and the table of the grid's couplings analysis
  * (x->dir/couplings/couplings.json) after the text before: 1 when
  * written, 0 when there is none (a damaged one is a warning). */
+const char *rep_paper_sign(const lab_refs *refs, int d);
+void rep_paper_pattern(const lab_refs *refs, char *buf, size_t n);
+int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f);
 /* J by key distance of x's exact Ising arms (report_couplings.c): lead
  * (NULL: none), then a table with one column per arm that has a couplings
  * analysis under x->dir/couplings/ (the mean over seeds with its 95 %
@@ -149,9 +152,6 @@ int rep_budget_ladder(const command *c, const rep_grids *gs, const char *const *
  * whether a table was written. 0, or an exit code after printing. */
 int rep_couplings_table(const command *c, const rep_grid *x, const char *prefix, const char *lead,
                         int say_missing, int *shown, FILE *f);
-const char *rep_paper_sign(const lab_refs *refs, int d);
-void rep_paper_pattern(const lab_refs *refs, char *buf, size_t n);
-int rep_jtable(const command *c, const rep_grid *x, const char *before, FILE *f);
 
 /* report_common.c: a grid's extrapolation file (ablate --extrapolate's
  * GRID/extrapolation.json; NULL when there is none, a damaged one is a
