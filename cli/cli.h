@@ -105,6 +105,9 @@ typedef struct {
 /* 0 or 1 after printing (out of memory). */
 int out_open(const command *c, out_file *o);
 int out_close(const command *c, out_file *o, const char *path);
+/* Drops what was written to o (nothing reaches any path): the way out
+ * when the content could not be completed. */
+void out_discard(out_file *o);
 /* An output file the command is about to write, checked before any work:
  * 0, or 2 after printing when path is missing (NULL: "option '--out' is
  * required") or empty, exists and is not a regular

@@ -178,6 +178,13 @@ int out_close(const command *c, out_file *o, const char *path)
     return bad || rc ? 1 : 0;
 }
 
+void out_discard(out_file *o)
+{
+    fclose(o->f);
+    free(o->buf);
+    o->f = NULL, o->buf = NULL;
+}
+
 int same_file(const char *a, const char *b)
 {
     struct stat sa, sb;

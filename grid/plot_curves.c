@@ -283,8 +283,7 @@ static int write_panel(const command *c, const char *plots, const lab_curves *cv
         i = j;
     }
     if (code) { /* nothing written at path */
-        fclose(o.f);
-        free(o.buf);
+        out_discard(&o);
         return code;
     }
     p->fin_items = ci->fin_items > 0 ? ci->fin_items : 0;

@@ -333,8 +333,7 @@ int lab_write_outputs(const command *c, const char *dir, const lab_cells *cs)
     cJSON_free(js);
     if (!rc && (rc = out_open(c, &o)) == 0) {
         if (lab_summary_md(cs, o.f)) {
-            fclose(o.f);
-            free(o.buf);
+            out_discard(&o);
             rc = fail_lib(c, "out of memory", 1);
         } else {
             rc = mkpath(c, path, "%s/summary.md", dir) ? 1 : out_close(c, &o, path);
