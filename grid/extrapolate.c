@@ -187,3 +187,138 @@ int lab_extrapolate_list(const command *c, const char *dir, const lab_xplan *x,
         rc = lab_extrapolate(c, dir, x->T2[i], x->items, x->B, data_path, x->wait);
     return rc;
 }
+
+/* ------------------------------------------------------- reading back */
+
+static int xnum(const cJSON *o, const char *key, double lo, double hi, double *v)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < lo ||
+        n->valuedouble > hi)
+        return 1;
+    *v = n->valuedouble;
+    return 0;
+}
+
+/* Entry j into *x: 0, or 1 when a key is missing or out of range. */
+static int xentry_read(const cJSON *j, lab_xentry *x)
+{
+    const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status"));
+    double T, Te, items = 0, steps = 0;
+    memset(x, 0, sizeof *x);
+    x->run = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "run"));
+    x->variant = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "variant"));
+    x->own = x->at = NAN;
+    if (!st || !x->run || !x->variant || xnum(j, "T", 1, BA_MAX_BLOCK, &T) ||
+        xnum(j, "T_eval", 1, BA_MAX_BLOCK, &Te))
+        return 1;
+    x->T = (int)T, x->T_eval = (int)Te;
+    if (strcmp(st, "refused") == 0) {
+        x->refused = 1;
+        x->reason = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "reason"));
+        return !x->reason;
+    }
+    if (strcmp(st, "done") != 0 || xnum(j, "items", 0, INT_MAX, &items) ||
+        xnum(j, "steps", 0, (double)LONG_MAX / 2, &steps) ||
+        xnum(cJSON_GetObjectItemCaseSensitive(j, "at_T"), "val_ppl", 1, HUGE_VAL, &x->own) ||
+        xnum(cJSON_GetObjectItemCaseSensitive(j, "at_T_eval"), "val_ppl", 1, HUGE_VAL, &x->at))
+        return 1;
+    x->items = (long)items, x->steps = (long)steps;
+    return 0;
+}
+
+/* 1 when entry a is to be read before b, of the same run and length. */
+static int xentry_better(const lab_xentry *a, const lab_xentry *b)
+{
+    if (a->refused != b->refused)
+        return !a->refused;
+    return b->items != 0 && (a->items == 0 || a->items > b->items);
+}
+
+int lab_xentries_read(const char *dir, lab_xentries *x, char *err)
+{
+    memset(x, 0, sizeof *x);
+    char path[PATH_LEN];
+    int len = snprintf(path, sizeof path, "%s/extrapolation.json", dir);
+    if (len < 0 || (size_t)len >= sizeof path) {
+        snprintf(err, BA_ERR_LEN, "the grid's path is too long");
+        return 2;
+    }
+    if (access(path, F_OK) != 0)
+        return 0;
+    char *txt = lab_slurp(path);
+    if (!txt) {
+        snprintf(err, BA_ERR_LEN, "cannot read it");
+        return 1;
+    }
+    x->doc = cJSON_Parse(txt);
+    free(txt);
+    const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x->doc, "format"));
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(x->doc, "entries");
+    if (!fmt || strcmp(fmt, "boltzattn-extrapolation") != 0 || !cJSON_IsArray(es)) {
+        snprintf(err, BA_ERR_LEN, "not an extrapolation file of this tool (format "
+                                  "boltzattn-extrapolation, an array of entries)");
+        lab_xentries_free(x);
+        return 2;
+    }
+    if (!(x->e = calloc((size_t)cJSON_GetArraySize(es) + 1, sizeof *x->e))) {
+        snprintf(err, BA_ERR_LEN, "out of memory");
+        lab_xentries_free(x);
+        return 1;
+    }
+    int at = 0;
+    for (const cJSON *j = es->child; j; j = j->next) {
+        lab_xentry e;
+        at++;
+        if (xentry_read(j, &e)) {
+            snprintf(err, BA_ERR_LEN,
+                     "its entry %d (from 1) is damaged: an entry has run, variant, T, T_eval "
+                     "and a status; a finished one items, steps and a val_ppl >= 1 in at_T and "
+                     "at_T_eval, a refused one a reason",
+                     at);
+            lab_xentries_free(x);
+            return 2;
+        }
+        int k = 0;
+        while (k < x->n && !(strcmp(x->e[k].run, e.run) == 0 && x->e[k].T_eval == e.T_eval))
+            k++;
+        if (k == x->n)
+            x->e[x->n++] = e;
+        else if (xentry_better(&e, &x->e[k]))
+            x->e[k] = e;
+    }
+    return 0;
+}
+
+void lab_xentries_free(lab_xentries *x)
+{
+    cJSON_Delete(x->doc);
+    free(x->e);
+    memset(x, 0, sizeof *x);
+}
+
+const lab_xentry *lab_xentries_find(const lab_xentries *x, const char *run, int T_eval)
+{
+    for (int i = 0; i < x->n; i++)
+        if (x->e[i].T_eval == T_eval && strcmp(x->e[i].run, run) == 0)
+            return &x->e[i];
+    return NULL;
+}
+
+int lab_xentries_lengths(const lab_xentries *x, int *v, int max)
+{
+    int n = 0;
+    for (int i = 0; i < x->n; i++) {
+        int k = 0;
+        while (k < n && v[k] != x->e[i].T_eval)
+            k++;
+        if (k == n && n < max)
+            v[n++] = x->e[i].T_eval;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n;
+}

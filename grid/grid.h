@@ -384,6 +384,37 @@ int lab_extrapolate_opts(const command *c, lab_xplan *x);
 int lab_extrapolate_list(const command *c, const char *dir, const lab_xplan *x,
                          const char *data_path);
 
+/* Reading dir/extrapolation.json back (extrapolate.c, beside its writer;
+ * the plot's figure and the lab's report both read it this way). One
+ * entry per run and length: a finished one before a refused one, of two
+ * finished ones the one on more windows (0: every window, the most), else
+ * the first in the file. */
+typedef struct {
+    const char *run, *variant; /* strings of the document */
+    const char *reason;        /* refused: why; else NULL */
+    int T, T_eval, refused;
+    long items, steps; /* items: the windows asked for, 0 every window */
+    double own, at;    /* val_ppl at T and at T_eval; NAN when refused */
+} lab_xentry;
+typedef struct {
+    struct cJSON *doc; /* owns the strings */
+    lab_xentry *e;     /* (n) in the file's order */
+    int n;
+} lab_xentries;
+/* dir/extrapolation.json read and checked whole into *x: 0 (with x->n = 0
+ * when there is none), 1 out of memory or unreadable, 2 damaged: a
+ * message naming the file and the entry (from 1) in err (BA_ERR_LEN), *x
+ * empty. A finished entry has run, variant, T, T_eval, items, steps and a
+ * val_ppl >= 1 in at_T and at_T_eval; a refused one run, variant, T,
+ * T_eval and reason. Free with lab_xentries_free (also after a failure). */
+int lab_xentries_read(const char *dir, lab_xentries *x, char *err);
+void lab_xentries_free(lab_xentries *x);
+/* The entry of run `run` at T_eval, or NULL. */
+const lab_xentry *lab_xentries_find(const lab_xentries *x, const char *run, int T_eval);
+/* The distinct T_eval of x's entries into v, ascending (at most max);
+ * returns their count. */
+int lab_xentries_lengths(const lab_xentries *x, int *v, int max);
+
 /* boltzattn-lab eval-engines --out DIR --engines LIST (engine_eval.c), the
  * option values from its table: every finished run of the grid in --out
  * whose attention is boltzmann or coupling (exact, not sampled) evaluated

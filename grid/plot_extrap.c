@@ -12,21 +12,10 @@
  * figure's note. */
 #include "figure.h"
 
-#include <cjson/cJSON.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define XF_MAX_X 24 /* evaluation lengths, the trained ones included */
-
-/* One finished entry, as the figure reads it. */
-typedef struct {
-    const char *run, *variant;
-    int T, T_eval;
-    long items, steps; /* items 0: every window */
-    double own, at;    /* perplexity at T and at T_eval */
-} xentry;
 
 /* One series: a variant at one trained T, over the lengths xs. */
 typedef struct {
@@ -37,8 +26,8 @@ typedef struct {
 } xseries;
 
 struct lab_xfigure {
-    cJSON *doc;
-    xentry *e; /* the chosen entries (one per run and length) */
+    lab_xentries xe;
+    const lab_xentry **e; /* the finished entries (one per run and length) */
     int ne;
     int xs[XF_MAX_X], nx;
     xseries *sr;
@@ -47,52 +36,6 @@ struct lab_xfigure {
     int items_mixed, nruns;
     char refused[160]; /* the refused variants, for the note */
 };
-
-/* 1 when a window count a is more than b (0: every window, the most). */
-static int more_windows(long a, long b) { return b != 0 && (a == 0 || a > b); }
-
-static int read_num(const cJSON *o, const char *key, double lo, double *v)
-{
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < lo)
-        return 1;
-    *v = n->valuedouble;
-    return 0;
-}
-
-/* Entry j as read, or 1 (damaged: a key missing or out of range). */
-static int read_entry(const cJSON *j, xentry *x)
-{
-    double T, Te, items, steps, own, at;
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "at_T");
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "at_T_eval");
-    x->run = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "run"));
-    x->variant = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "variant"));
-    if (!x->run || !x->variant || !plain_token(x->variant, 48) ||
-        read_num(j, "T", 1, &T) || read_num(j, "T_eval", 1, &Te) ||
-        read_num(j, "items", 0, &items) ||
-        read_num(j, "steps", 0, &steps) || read_num(a, "val_ppl", 1, &own) ||
-        read_num(b, "val_ppl", 1, &at) || T > 1 << 24 || Te > 1 << 24)
-        return 1;
-    x->T = (int)T, x->T_eval = (int)Te;
-    x->items = (long)items, x->steps = (long)steps, x->own = own, x->at = at;
-    return 0;
-}
-
-/* Keeps entry x unless the same run already has one at its length with
- * at least as many windows. */
-static void keep_entry(lab_xfigure *f, const xentry *x)
-{
-    for (int i = 0; i < f->ne; i++) {
-        xentry *y = &f->e[i];
-        if (strcmp(y->run, x->run) != 0 || y->T_eval != x->T_eval)
-            continue;
-        if (more_windows(x->items, y->items))
-            *y = *x;
-        return;
-    }
-    f->e[f->ne++] = *x;
-}
 
 static void add_x(lab_xfigure *f, int x)
 {
@@ -131,11 +74,11 @@ static int build_series(lab_xfigure *f)
 {
     int multiT = 0;
     for (int i = 1; i < f->ne; i++)
-        multiT |= f->e[i].T != f->e[0].T;
-    if (!(f->sr = calloc((size_t)f->ne, sizeof *f->sr)))
+        multiT |= f->e[i]->T != f->e[0]->T;
+    if (!(f->sr = calloc((size_t)f->ne + 1, sizeof *f->sr)))
         return 1;
     for (int i = 0; i < f->ne; i++) {
-        const xentry *x = &f->e[i];
+        const lab_xentry *x = f->e[i];
         int k = 0;
         while (k < f->ns && !(strcmp(f->sr[k].variant, x->variant) == 0 && f->sr[k].T == x->T))
             k++;
@@ -150,14 +93,14 @@ static int build_series(lab_xfigure *f)
     }
     qsort(f->sr, (size_t)f->ns, sizeof *f->sr, series_asc);
     for (int i = 0; i < f->ne; i++) {
-        const xentry *x = &f->e[i];
+        const lab_xentry *x = f->e[i];
         xseries *s = f->sr;
         while (strcmp(s->variant, x->variant) != 0 || s->T != x->T)
             s++;
         ba_running_add(&s->s[x_index(f, x->T_eval)], x->at);
         int first = 1; /* this run's first length: its trained-T value */
         for (int j = 0; j < f->ne; j++)
-            if (strcmp(f->e[j].run, x->run) == 0 && f->e[j].T_eval < x->T_eval)
+            if (strcmp(f->e[j]->run, x->run) == 0 && f->e[j]->T_eval < x->T_eval)
                 first = 0;
         if (first) {
             ba_running_add(&s->s[x_index(f, x->T)], x->own);
@@ -168,10 +111,9 @@ static int build_series(lab_xfigure *f)
 }
 
 /* Refused variants, once each, into the note's list. */
-static void note_refused(lab_xfigure *f, const cJSON *j)
+static void note_refused(lab_xfigure *f, const char *v)
 {
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "variant"));
-    if (!v || !plain_token(v, 48) || strstr(f->refused, v))
+    if (strstr(f->refused, v))
         return;
     size_t l = strlen(f->refused);
     if (l + strlen(v) + 8 < sizeof f->refused)
@@ -182,7 +124,7 @@ void lab_xfigure_free(lab_xfigure *f)
 {
     if (!f)
         return;
-    cJSON_Delete(f->doc);
+    lab_xentries_free(&f->xe);
     free(f->e);
     free(f->sr);
     free(f);
@@ -191,53 +133,36 @@ void lab_xfigure_free(lab_xfigure *f)
 int lab_xfigure_read(const command *c, const char *dir, lab_xfigure **out)
 {
     *out = NULL;
-    char path[PATH_LEN];
-    if (mkpath(c, path, "%s/extrapolation.json", dir))
-        return 2;
-    if (access(path, F_OK) != 0)
-        return 0;
+    char err[BA_ERR_LEN];
     lab_xfigure *f = calloc(1, sizeof *f);
-    char *txt = f ? lab_slurp(path) : NULL;
-    if (!f || !txt) {
-        free(f);
-        fprintf(stderr, "%s %s: cannot read %s\n", prog, c->cmd, path);
-        return f ? 2 : 1;
-    }
-    f->doc = cJSON_Parse(txt);
-    free(txt);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(f->doc, "format");
-    const cJSON *es = cJSON_GetObjectItemCaseSensitive(f->doc, "entries");
-    int bad = !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "boltzattn-extrapolation") != 0 ||
-              !cJSON_IsArray(es);
-    int n = bad ? 0 : cJSON_GetArraySize(es), at = 0;
-    if (!bad && !(f->e = calloc((size_t)n + 1, sizeof *f->e))) {
-        lab_xfigure_free(f);
+    if (!f)
         return fail_lib(c, "out of memory", 1);
-    }
-    for (const cJSON *j = bad ? NULL : es->child; j && !bad; j = j->next) {
-        const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status"));
-        xentry x;
-        at++;
-        if (st && strcmp(st, "refused") == 0) {
-            note_refused(f, j);
-            continue;
-        }
-        if (!st || strcmp(st, "done") != 0 || read_entry(j, &x))
-            bad = 1;
-        else
-            keep_entry(f, &x);
-    }
-    if (bad) {
-        fprintf(stderr, "%s %s: %s is not an extrapolation file of this tool, or its entry %d "
-                        "(from 1) is damaged (format boltzattn-extrapolation; a finished entry has "
-                        "run, a plain variant, T, T_eval, items, steps and a val_ppl >= 1 in "
-                        "at_T and at_T_eval)\n",
-                prog, c->cmd, path, at);
+    int code = lab_xentries_read(dir, &f->xe, err);
+    if (!code && f->xe.n == 0) {
         lab_xfigure_free(f);
-        return 2;
+        return 0;
+    }
+    for (int i = 0; i < f->xe.n && !code; i++) /* quoted in gnuplot's script */
+        if (!plain_token(f->xe.e[i].variant, 48)) {
+            snprintf(err, sizeof err, "its variant \"%.60s\" is not a plain name",
+                     f->xe.e[i].variant);
+            code = 2;
+        }
+    if (!code && !(f->e = calloc((size_t)f->xe.n + 1, sizeof *f->e)))
+        snprintf(err, sizeof err, "out of memory"), code = 1;
+    if (code) {
+        fprintf(stderr, "%s %s: %s/extrapolation.json: %s\n", prog, c->cmd, dir, err);
+        lab_xfigure_free(f);
+        return code;
+    }
+    for (int i = 0; i < f->xe.n; i++) {
+        if (f->xe.e[i].refused)
+            note_refused(f, f->xe.e[i].variant);
+        else
+            f->e[f->ne++] = &f->xe.e[i];
     }
     for (int i = 0; i < f->ne; i++) {
-        const xentry *x = &f->e[i];
+        const lab_xentry *x = f->e[i];
         add_x(f, x->T), add_x(f, x->T_eval);
         f->steps_lo = i == 0 || x->steps < f->steps_lo ? x->steps : f->steps_lo;
         f->steps_hi = x->steps > f->steps_hi ? x->steps : f->steps_hi;
@@ -245,8 +170,9 @@ int lab_xfigure_read(const command *c, const char *dir, lab_xfigure **out)
         f->items = x->items;
     }
     if (f->nx == XF_MAX_X) {
-        fprintf(stderr, "%s %s: %s: more than %d lengths; the figure draws at most that many\n",
-                prog, c->cmd, path, XF_MAX_X - 1);
+        fprintf(stderr, "%s %s: %s/extrapolation.json: more than %d lengths; the figure draws "
+                        "at most that many\n",
+                prog, c->cmd, dir, XF_MAX_X - 1);
         lab_xfigure_free(f);
         return 2;
     }

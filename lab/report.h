@@ -154,15 +154,10 @@ int rep_couplings_table(const command *c, const rep_grid *x, const char *prefix,
                         int say_missing, int *shown, FILE *f);
 
 /* report_common.c: a grid's extrapolation file (ablate --extrapolate's
- * GRID/extrapolation.json; NULL when there is none, a damaged one is a
- * warning; free with cJSON_Delete), and the entry of run `name` evaluated
- * at T2 in its "entries" (of several, with other item counts, the one on
- * the most windows; NULL when none). */
-cJSON *rep_extrapolation_read(const command *c, const rep_grid *x);
-const cJSON *rep_extrapolation_entry(const cJSON *entries, const char *name, int T2);
-/* The distinct T_eval of the entries into v, ascending (at most max);
- * returns their count. */
-int rep_extrapolation_lengths(const cJSON *entries, int *v, int max);
+ * GRID/extrapolation.json, read by lab_xentries_read) into *xe: empty when
+ * there is none; a damaged one is a warning and read as none. Free with
+ * lab_xentries_free. */
+void rep_extrapolation_read(const command *c, const rep_grid *x, lab_xentries *xe);
 
 /* report_long.c: the long-context section of the long preset's grids
  * under out (want: the preset's, named when missing): per T the arms

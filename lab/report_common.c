@@ -335,55 +335,12 @@ void rep_png_link(const rep_grid *x, const char *png, const char *alt, const cha
 
 /* ------------------------------------------------------- extrapolation */
 
-cJSON *rep_extrapolation_read(const command *c, const rep_grid *x)
+void rep_extrapolation_read(const command *c, const rep_grid *x, lab_xentries *xe)
 {
-    char path[PATH_LEN];
-    if (mkpath(c, path, "%s/extrapolation.json", x->dir) || access(path, F_OK) != 0)
-        return NULL;
-    char *txt = lab_slurp(path);
-    cJSON *o = txt ? cJSON_Parse(txt) : NULL;
-    free(txt);
-    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "entries"))) {
-        fprintf(stderr, "%s %s: warning: %s is not an extrapolation file; left out\n", prog,
-                c->cmd, path);
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-const cJSON *rep_extrapolation_entry(const cJSON *entries, const char *name, int T2)
-{
-    const cJSON *best = NULL;
-    for (const cJSON *e = entries ? entries->child : NULL; e; e = e->next) {
-        const cJSON *run = cJSON_GetObjectItemCaseSensitive(e, "run");
-        if (!cJSON_IsString(run) || strcmp(run->valuestring, name) != 0 ||
-            rep_num(e, "T_eval") != T2)
-            continue;
-        const cJSON *at = cJSON_GetObjectItemCaseSensitive(e, "at_T_eval");
-        const cJSON *bt = best ? cJSON_GetObjectItemCaseSensitive(best, "at_T_eval") : NULL;
-        if (!best || rep_num(at, "items") > rep_num(bt, "items"))
-            best = e;
-    }
-    return best;
-}
-
-int rep_extrapolation_lengths(const cJSON *entries, int *v, int max)
-{
-    int n = 0;
-    for (const cJSON *e = entries->child; e; e = e->next) {
-        int t = (int)rep_num(e, "T_eval"), k = 0;
-        while (k < n && v[k] != t)
-            k++;
-        if (k == n && n < max)
-            v[n++] = t;
-    }
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            int t = v[j];
-            v[j] = v[j - 1], v[j - 1] = t;
-        }
-    return n;
+    char err[BA_ERR_LEN];
+    if (lab_xentries_read(x->dir, xe, err))
+        fprintf(stderr, "%s %s: warning: %s/extrapolation.json: %s; left out\n", prog, c->cmd,
+                x->dir, err);
 }
 
 void rep_generated_by(const char *out, const char *preset, const rep_grids *gs, FILE *f)

@@ -14,31 +14,25 @@
 
 #define XS_MAX_T 16
 
-static int is_status(const cJSON *e, const char *want)
-{
-    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "status"));
-    return s && strcmp(s, want) == 0;
-}
-
 /* The perplexity of entry e: at the trained T (own) or at T_eval; NAN
  * when e is not a finished evaluation. */
-static double ppl_of(const cJSON *e, int own)
+static double ppl_of(const lab_xentry *e, int own)
 {
-    if (!e || !is_status(e, "done"))
+    if (!e || e->refused)
         return NAN;
-    return rep_num(cJSON_GetObjectItemCaseSensitive(e, own ? "at_T" : "at_T_eval"), "val_ppl");
+    return own ? e->own : e->at;
 }
 
 /* The entry of the run of cell x at length T2; for T2 = 0 (the trained T)
  * the first finished entry of the run at any length of tv. */
-static const cJSON *entry_at(const cJSON *entries, const lab_cell *x, int T2, const int *tv,
-                             int nt)
+static const lab_xentry *entry_at(const lab_xentries *xe, const lab_cell *x, int T2,
+                                  const int *tv, int nt)
 {
     if (T2)
-        return rep_extrapolation_entry(entries, x->run->name, T2);
+        return lab_xentries_find(xe, x->run->name, T2);
     for (int k = 0; k < nt; k++) {
-        const cJSON *e = rep_extrapolation_entry(entries, x->run->name, tv[k]);
-        if (e && is_status(e, "done"))
+        const lab_xentry *e = lab_xentries_find(xe, x->run->name, tv[k]);
+        if (e && !e->refused)
             return e;
     }
     return NULL;
@@ -47,7 +41,7 @@ static const cJSON *entry_at(const cJSON *entries, const lab_cell *x, int T2, co
 /* One table cell: arm a's perplexity at T2 (0: trained T) over its runs
  * with an entry, "refused" (its reason kept), or "-" with none; *pending
  * counts the finished runs without an entry there. */
-static void ppl_cell(const rep_grid *x, const cJSON *entries, int a, int ffn, int T2,
+static void ppl_cell(const rep_grid *x, const lab_xentries *xe, int a, int ffn, int T2,
                      const int *tv, int nt, char *buf, size_t cap, const char **why,
                      int *pending)
 {
@@ -58,12 +52,12 @@ static void ppl_cell(const rep_grid *x, const cJSON *entries, int a, int ffn, in
         if (!rep_cell_run(x, c, a, ffn))
             continue;
         runs++;
-        const cJSON *e = entry_at(entries, c, T2, tv, nt);
+        const lab_xentry *e = entry_at(xe, c, T2, tv, nt);
         double v = ppl_of(e, T2 == 0);
-        if (e && is_status(e, "refused")) {
+        if (e && e->refused) {
             refused++;
             if (!*why) /* the shortest length's reason, the first asked */
-                *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "reason"));
+                *why = e->reason;
         } else if (isfinite(v)) {
             ba_running_add(&m, v);
         } else if (!e) {
@@ -86,7 +80,7 @@ static void ppl_cell(const rep_grid *x, const cJSON *entries, int a, int ffn, in
 
 /* Arm a against the reference arm r at T2 (0: trained T), paired on the
  * seeds both have an entry for. */
-static void effect_cell(const rep_grid *x, const cJSON *entries, int a, int r, int ffn, int T2,
+static void effect_cell(const rep_grid *x, const lab_xentries *xe, int a, int r, int ffn, int T2,
                         const int *tv, int nt, char *buf, size_t cap)
 {
     ba_running s = {0};
@@ -97,8 +91,8 @@ static void effect_cell(const rep_grid *x, const cJSON *entries, int a, int r, i
         const lab_cell *rc = lab_cells_find(&x->cs, r, c->T, c->C, ffn, c->seed);
         if (!rc || !rc->run)
             continue;
-        double v = ppl_of(entry_at(entries, c, T2, tv, nt), T2 == 0);
-        double w = ppl_of(entry_at(entries, rc, T2, tv, nt), T2 == 0);
+        double v = ppl_of(entry_at(xe, c, T2, tv, nt), T2 == 0);
+        double w = ppl_of(entry_at(xe, rc, T2, tv, nt), T2 == 0);
         if (isfinite(v) && isfinite(w))
             ba_running_add(&s, lab_effect(BA_TASK_CHARLM, v, w));
     }
@@ -110,15 +104,15 @@ static void effect_cell(const rep_grid *x, const cJSON *entries, int a, int r, i
 }
 
 /* The windows the entries were evaluated on, as a phrase. */
-static void windows_text(const cJSON *entries, char *buf, size_t cap)
+static void windows_text(const lab_xentries *xe, char *buf, size_t cap)
 {
-    int items = -1, mixed = 0;
-    for (const cJSON *e = entries->child; e; e = e->next) {
-        if (!is_status(e, "done"))
+    long items = -1;
+    int mixed = 0;
+    for (int i = 0; i < xe->n; i++) {
+        if (xe->e[i].refused)
             continue;
-        int k = (int)rep_num(e, "items");
-        mixed |= items >= 0 && k != items;
-        items = k;
+        mixed |= items >= 0 && xe->e[i].items != items;
+        items = xe->e[i].items;
     }
     if (mixed)
         snprintf(buf, cap, "evenly spaced validation windows (item counts differ between "
@@ -126,7 +120,7 @@ static void windows_text(const cJSON *entries, char *buf, size_t cap)
     else if (items == 0)
         snprintf(buf, cap, "every validation window");
     else
-        snprintf(buf, cap, "%d evenly spaced validation windows of each length", items);
+        snprintf(buf, cap, "%ld evenly spaced validation windows of each length", items);
 }
 
 static void header(int T, const int *tv, int nt, const char *first, FILE *f)
@@ -145,18 +139,18 @@ void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, const
 {
     if (x->g.task != BA_TASK_CHARLM)
         return;
-    cJSON *o = rep_extrapolation_read(c, x);
-    const cJSON *entries = o ? cJSON_GetObjectItemCaseSensitive(o, "entries") : NULL;
-    int tv[XS_MAX_T], nt = entries ? rep_extrapolation_lengths(entries, tv, XS_MAX_T) : 0, any = 0;
-    for (const cJSON *e = entries ? entries->child : NULL; e && !any; e = e->next)
-        any = is_status(e, "done");
+    lab_xentries xe;
+    rep_extrapolation_read(c, x, &xe);
+    int tv[XS_MAX_T], nt = lab_xentries_lengths(&xe, tv, XS_MAX_T), any = 0;
+    for (int i = 0; i < xe.n && !any; i++)
+        any = !xe.e[i].refused;
     if (!any) {
-        cJSON_Delete(o);
+        lab_xentries_free(&xe);
         return;
     }
     int T = x->g.T[0], ref = lab_softmax_arm(&x->g), pending = 0;
     char win[160], cell[128], label[160], rlabel[160] = "";
-    windows_text(entries, win, sizeof win);
+    windows_text(&xe, win, sizeof win);
     if (ref >= 0)
         lab_arm_label(&x->g.arms[ref], rlabel, sizeof rlabel);
     fprintf(f, "Length extrapolation at %ld steps (`%s`): each run's model evaluated on the "
@@ -173,7 +167,7 @@ void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, const
         const char *why = NULL;
         for (int k = -1; k < nt; k++) {
             int p = 0;
-            ppl_cell(x, entries, a, ffn, k < 0 ? 0 : tv[k], tv, nt, cell, sizeof cell, &why, &p);
+            ppl_cell(x, &xe, a, ffn, k < 0 ? 0 : tv[k], tv, nt, cell, sizeof cell, &why, &p);
             pending += k < 0 ? 0 : p;
             fprintf(f, " %s |", cell);
         }
@@ -195,7 +189,7 @@ void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, const
             lab_arm_label(&x->g.arms[a], label, sizeof label);
             fprintf(f, "| %s |", label);
             for (int k = -1; k < nt; k++) {
-                effect_cell(x, entries, a, ref, ffn, k < 0 ? 0 : tv[k], tv, nt, cell,
+                effect_cell(x, &xe, a, ref, ffn, k < 0 ? 0 : tv[k], tv, nt, cell,
                             sizeof cell);
                 fprintf(f, " %s |", cell);
             }
@@ -212,5 +206,5 @@ void rep_study_extrapolation(const command *c, const rep_grid *x, int ffn, const
     char alt[160];
     snprintf(alt, sizeof alt, "perplexity against the evaluation length, %.100s", x->name);
     rep_png_link(x, "extrapolation.png", alt, prefix, f);
-    cJSON_Delete(o);
+    lab_xentries_free(&xe);
 }

@@ -125,12 +125,6 @@ static int arms_table(const rep_grid *x, int T, int C, int ffn, FILE *f)
 
 /* ------------------------------------------------------- extrapolation */
 
-static const char *str_of(const cJSON *o, const char *key)
-{
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(x) ? x->valuestring : "";
-}
-
 /* The same arm (variant and form, exact) trained at T2 in another grid:
  * its perplexity over seeds, or "not run". */
 static void trained_at(const rep_grids *gs, const lab_arm *arm, int T2, char *buf, size_t n)
@@ -162,7 +156,7 @@ static void trained_at(const rep_grids *gs, const lab_arm *arm, int T2, char *bu
 /* The row of arm a trained at T in the extrapolation table at T2 (1 when
  * written), or its refusal added to refused. Counts the finished runs not
  * evaluated yet. w: room for 3 values per cell of the grid. */
-static int extrap_row(const rep_grids *gs, const rep_grid *x, const cJSON *entries, int a, int T,
+static int extrap_row(const rep_grids *gs, const rep_grid *x, const lab_xentries *xe, int a, int T,
                       int T2, double *w, char *refused, size_t rcap, int *pending, FILE *f)
 {
     const lab_grid *g = &x->g;
@@ -173,15 +167,13 @@ static int extrap_row(const rep_grids *gs, const rep_grid *x, const cJSON *entri
         const lab_cell *cx = &x->cs.cells[i];
         if (cx->arm != a || cx->T != T || !cx->run)
             continue;
-        const cJSON *en = rep_extrapolation_entry(entries, cx->run->name, T2);
-        const cJSON *at = cJSON_GetObjectItemCaseSensitive(en, "at_T");
-        const cJSON *al = cJSON_GetObjectItemCaseSensitive(en, "at_T_eval");
+        const lab_xentry *en = lab_xentries_find(xe, cx->run->name, T2);
         if (!en) {
             (*pending)++;
-        } else if (strcmp(str_of(en, "status"), "refused") == 0) {
-            nref++, reason = str_of(en, "reason");
-        } else if (isfinite(rep_num(at, "val_ppl")) && isfinite(rep_num(al, "val_ppl"))) {
-            own[n] = rep_num(at, "val_ppl"), lng[n] = rep_num(al, "val_ppl");
+        } else if (en->refused) {
+            nref++, reason = en->reason;
+        } else {
+            own[n] = en->own, lng[n] = en->at;
             e[n] = 100.0 * (lng[n] / own[n] - 1.0);
             n++;
         }
@@ -213,21 +205,20 @@ static int extrap_row(const rep_grids *gs, const rep_grid *x, const cJSON *entri
 /* The extrapolation tables of grid x (one per T_eval in its file). */
 static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *x, FILE *f)
 {
-    cJSON *o = rep_extrapolation_read(c, x);
-    if (!o)
+    lab_xentries xe;
+    rep_extrapolation_read(c, x, &xe);
+    if (xe.n == 0)
         return 0;
-    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
-    int tv[16], nt = rep_extrapolation_lengths(entries, tv, 16);
+    int tv[16], nt = lab_xentries_lengths(&xe, tv, 16);
     double *w = malloc(sizeof(double) * ((size_t)x->cs.n * 3 + 1));
     char *refused = calloc(4096, 1);
     int code = !w || !refused;
     for (int k = 0; k < nt && !code; k++) {
         int pending = 0;
-        const cJSON *e0 = NULL;
-        for (const cJSON *e = entries->child; e && !e0; e = e->next)
-            if (rep_num(e, "T_eval") == tv[k] && strcmp(str_of(e, "status"), "done") == 0)
-                e0 = e;
-        double items = rep_num(e0, "items");
+        const lab_xentry *e0 = NULL;
+        for (int i = 0; i < xe.n && !e0; i++)
+            if (xe.e[i].T_eval == tv[k] && !xe.e[i].refused)
+                e0 = &xe.e[i];
         fprintf(f, "#### Length extrapolation: `%s` evaluated at T = %d\n\n", x->name, tv[k]);
         fprintf(f, "Each finished run of `%s` whose model can run at T = %d (no position "
                    "embeddings, relative couplings with a band: the library's ba_model_resize "
@@ -237,7 +228,7 @@ static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *
                    "last column is the same arm trained at T = %d, where the preset ran it.\n\n",
                 x->name, tv[k], tv[k],
                 !e0 ? "the validation windows"
-                : items == 0 ? "every validation window"
+                : e0->items == 0 ? "every validation window"
                              : "evenly spaced validation windows (`--extrapolate-items`)",
                 tv[k], tv[k]);
         fprintf(f, "| variant | trained T | runs | perplexity at trained T [95 %% CI] | "
@@ -248,7 +239,7 @@ static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *
         int rows = 0;
         for (int t = 0; t < x->g.nT; t++)
             for (int a = 0; a < x->g.narms; a++)
-                rows += extrap_row(gs, x, entries, a, x->g.T[t], tv[k], w, refused, 4096,
+                rows += extrap_row(gs, x, &xe, a, x->g.T[t], tv[k], w, refused, 4096,
                                    &pending, f);
         if (!rows)
             fprintf(f, "| (no finished run of the grid evaluated at T = %d) |  |  |  |  |  |  |  "
@@ -265,7 +256,7 @@ static int extrapolation(const command *c, const rep_grids *gs, const rep_grid *
     }
     free(w);
     free(refused);
-    cJSON_Delete(o);
+    lab_xentries_free(&xe);
     return code ? fail_lib(c, "out of memory", 1) : 0;
 }
 

@@ -38,7 +38,7 @@ typedef struct {
     /* the extrapolation files read so far, by grid (read once, however
      * many claims and rungs ask) */
     const rep_grid *ex_grid[VD_MAX_EXTRAP];
-    cJSON *ex[VD_MAX_EXTRAP];
+    lab_xentries ex[VD_MAX_EXTRAP];
     int nex;
     /* rep_verdict_rows_at: every claim read at grid_at (settled against
      * ladder_at, NULL: none), on the seeds below seed_end (0: all) */
@@ -82,24 +82,23 @@ static void vd_cache_free(vd_cache *k)
         if (k->v[i].ok)
             rep_grids_free(&k->v[i].gs);
     for (int i = 0; i < k->nex; i++)
-        cJSON_Delete(k->ex[i]);
+        lab_xentries_free(&k->ex[i]);
 }
 
-/* The entries of grid x's extrapolation file (NULL: none), kept in the
- * cache; past VD_MAX_EXTRAP grids one is read for the call into *spare,
- * which the caller deletes. */
-static const cJSON *vd_extrap_entries(vd_cache *k, const rep_grid *x, cJSON **spare)
+/* The entries of grid x's extrapolation file (none: empty), kept in the
+ * cache; past VD_MAX_EXTRAP grids they are read for the call into *spare,
+ * which the caller frees. */
+static const lab_xentries *vd_extrap_entries(vd_cache *k, const rep_grid *x,
+                                             lab_xentries *spare)
 {
-    *spare = NULL;
     for (int i = 0; i < k->nex; i++)
         if (k->ex_grid[i] == x)
-            return cJSON_GetObjectItemCaseSensitive(k->ex[i], "entries");
-    cJSON *ex = rep_extrapolation_read(k->c, x);
-    if (k->nex < VD_MAX_EXTRAP)
-        k->ex_grid[k->nex] = x, k->ex[k->nex++] = ex;
-    else
-        *spare = ex;
-    return cJSON_GetObjectItemCaseSensitive(ex, "entries");
+            return &k->ex[i];
+    lab_xentries *into = k->nex < VD_MAX_EXTRAP ? &k->ex[k->nex] : spare;
+    rep_extrapolation_read(k->c, x, into);
+    if (into != spare)
+        k->ex_grid[k->nex++] = x;
+    return into;
 }
 
 /* The arm of g that spec (an ablate --arm spec) with sampler kind and
@@ -170,14 +169,12 @@ typedef struct {
 
 /* Run name's perplexity evaluated at T2 in an extrapolation file's
  * entries into *v: 0, or -1 when it has no finished entry there. */
-static int vd_extrap_value(const cJSON *entries, const char *name, int T2, double *v)
+static int vd_extrap_value(const lab_xentries *xe, const char *name, int T2, double *v)
 {
-    const cJSON *e = rep_extrapolation_entry(entries, name, T2);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "status");
-    double x = rep_num(cJSON_GetObjectItemCaseSensitive(e, "at_T_eval"), "val_ppl");
-    if (!cJSON_IsString(st) || strcmp(st->valuestring, "done") != 0 || !isfinite(x))
+    const lab_xentry *e = lab_xentries_find(xe, name, T2);
+    if (!e || e->refused)
         return -1;
-    *v = x;
+    *v = e->at;
     return 0;
 }
 
@@ -188,8 +185,8 @@ static int vd_extrap_value(const cJSON *entries, const char *name, int T2, doubl
 static void vd_gather(vd_cache *k, const rep_grid *x, int a, int b, int T, int C, int ffn,
                       int T2, vd_pairs *p)
 {
-    cJSON *ex = NULL;
-    const cJSON *es = T2 > 0 ? vd_extrap_entries(k, x, &ex) : NULL;
+    lab_xentries spare = {0};
+    const lab_xentries *es = T2 > 0 ? vd_extrap_entries(k, x, &spare) : NULL;
     p->n = 0;
     for (int i = 0; i < x->cs.n && p->n < VD_MAX_SEEDS; i++) {
         const lab_cell *ca = &x->cs.cells[i];
@@ -208,7 +205,7 @@ static void vd_gather(vd_cache *k, const rep_grid *x, int a, int b, int T, int C
         p->stuck_a[k] = (unsigned char)vd_stuck(x, a, T, C, ffn, ca->seed);
         p->stuck_b[k] = (unsigned char)vd_stuck(x, b, T, C, ffn, ca->seed);
     }
-    cJSON_Delete(ex);
+    lab_xentries_free(&spare);
 }
 
 /* The mean paired effect and its 95 % interval over the pairs of p that

@@ -468,8 +468,15 @@ fi
 cp -r "$SX/x" "$TMP/sxd"
 echo '{"format":"boltzattn-extrapolation","entries":[{"run":"a","status":"done","variant":"v"}]}' >"$TMP/sxd/extrapolation.json"
 cp -r "$TMP/sxd" "$TMP/sxd.before"
-expect 2 "extrapolation.json is not an extrapolation file of this tool, or its entry 1 (from 1) is damaged" -- "$BIN" plot "$TMP/sxd"
+expect 2 "sxd/extrapolation.json: its entry 1 (from 1) is damaged: an entry has run, variant, T, T_eval and a status" -- "$BIN" plot "$TMP/sxd"
 check "a damaged extrapolation file: plot changes nothing" 'diff -r "$TMP/sxd" "$TMP/sxd.before" >/dev/null'
+# the report reads the file with the same reader: a warning, the tables
+# without it (the other grids' sections are still written)
+mkdir -p "$TMP/sxdr" && cp -r "$TMP/sxd" "$TMP/sxdr/x"
+"$LABBIN" report "$TMP/sxdr" --preset study --section-only >"$TMP/sxdr.md" 2>"$TMP/sxdr.err"
+check "a damaged extrapolation file: the report warns and leaves it out" '[ $? = 0 ] &&
+    grep -q "warning: .*sxdr/x/extrapolation.json: its entry 1 (from 1) is damaged.*; left out$" "$TMP/sxdr.err" &&
+    ! grep -q "Length extrapolation" "$TMP/sxdr.md" && grep -q "^### charlm" "$TMP/sxdr.md"'
 expect 2 "--converged applies to --preset full" -- "$LABBIN" report "$CV" --preset quick --converged "$CV"
 expect 2 "--section-only applies to --preset long, converged or study" -- "$LABBIN" report "$CV" --preset full --section-only
 expect 2 "is not a directory" -- "$LABBIN" report "$CV" --preset full --converged "$TMP/nonexistent"
