@@ -356,9 +356,10 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
     const char *kind = a->rp->sections;
     int code = 0, converged = strcmp(kind, "converged") == 0, lng = strcmp(kind, "long") == 0;
     int study = strcmp(kind, "study") == 0;
+    const cJSON *pre = lab_preset(a->ps, a->preset);
     if (a->section_only)
         code = converged ? rep_converged_section(c, a->out, gs, &a->rp->grids, 1, o.f)
-               : study   ? rep_study_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f)
+               : study   ? rep_study_section(c, a->out, a->prefix, gs, &a->rp->grids, pre, 1, o.f)
                          : rep_long_section(c, a->out, a->prefix, gs, &a->rp->grids, 1, o.f);
     else if ((code = header(c, a->out, a->preset, kind, gs, a->vroot, a->ps, o.f)) == 1)
         code = fail_lib(c, "out of memory", 1);
@@ -371,7 +372,7 @@ static int write_report(const command *c, const report_args *a, const rep_grids 
     if (!code && !a->section_only && converged)
         code = rep_converged_section(c, a->out, gs, &a->rp->grids, 0, o.f);
     if (!code && !a->section_only && study)
-        code = rep_study_section(c, a->out, a->prefix, gs, &a->rp->grids, 0, o.f);
+        code = rep_study_section(c, a->out, a->prefix, gs, &a->rp->grids, pre, 0, o.f);
     for (int i = 0; i < gs->n && !code && !a->section_only; i++)
         code = grid_section(c, &gs->v[i], a->prefix, o.f);
     int bad = ferror(o.f);

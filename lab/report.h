@@ -173,10 +173,13 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
  * arms against its reference, with the training time per run) and at
  * equal wall-clock compute (each arm's rung against the reference's
  * largest rung that took no longer per run). want: the preset's grids
- * (others under out are left out). standalone: with its own generator
- * line. 0 or an exit code after printing. */
+ * (others under out are left out). preset (NULL: none): its plan, whose
+ * "order" opens the section with a row per grid (runs finished, arms and
+ * seeds still to train, rungs not run yet). standalone: with its own
+ * generator line. 0 or an exit code after printing. */
 int rep_study_section(const command *c, const char *out, const char *prefix,
-                      const rep_grids *gs, const lab_names *want, int standalone, FILE *f);
+                      const rep_grids *gs, const lab_names *want, const cJSON *preset,
+                      int standalone, FILE *f);
 /* report_extrap.c: the length extrapolation of a charlm rung x of the
  * study at ffn, from x's extrapolation file: every arm's perplexity at its
  * trained T and each longer T (mean ± sd over the runs with an entry; a

@@ -9,6 +9,7 @@
  * included; then each rung's length extrapolation (report_extrap.c). */
 #include "report.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,8 +461,129 @@ static int by_steps(const void *pa, const void *pb)
     return d ? d : strcmp(a->name, b->name); /* one budget: by name, so the order is fixed */
 }
 
+/* The seeds of arm a's cells in x without a finished run, as "`label`
+ * seeds 3, 4" appended to buf (cap). */
+static void missing_of(const rep_grid *x, int a, char *buf, size_t cap)
+{
+    int n = 0;
+    for (int i = 0; i < x->cs.n; i++)
+        n += x->cs.cells[i].arm == a && !x->cs.cells[i].run;
+    size_t at = strlen(buf);
+    if (n == 0 || at >= cap)
+        return;
+    char label[160];
+    lab_arm_label(&x->g.arms[a], label, sizeof label);
+    at += (size_t)snprintf(buf + at, cap - at, "%s`%s` seed%s ", at ? "; " : "", label,
+                           n > 1 ? "s" : "");
+    for (int i = 0, k = 0; i < x->cs.n && at < cap; i++) {
+        const lab_cell *c = &x->cs.cells[i];
+        if (c->arm == a && !c->run)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%" PRIu64, k++ ? ", " : "", c->seed);
+    }
+}
+
+/* The finished runs of x. */
+static int finished_runs(const rep_grid *x)
+{
+    int n = 0;
+    for (int i = 0; i < x->cs.n; i++)
+        n += x->cs.cells[i].run != NULL;
+    return n;
+}
+
+/* The grid named name in the preset's "grids" (NULL: none). */
+static const cJSON *planned_grid(const cJSON *preset, const char *name)
+{
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(preset, "grids"))
+    {
+        const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "name"));
+        if (n && strcmp(n, name) == 0)
+            return g;
+    }
+    return NULL;
+}
+
+/* A planned grid's value of key: its own or its base's, a parameter
+ * ("$NAME") read as the parameter's default (what the preset runs unless
+ * the environment says otherwise); NULL when there is none. */
+static const cJSON *planned_value(const cJSON *preset, const cJSON *plan, const char *key)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(plan, key);
+    const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "base"));
+    if (!st && base)
+        st = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(preset, "bases"),
+                                             base),
+            key);
+    const char *v = cJSON_GetStringValue(st);
+    if (v && v[0] == '$')
+        st = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(preset, "params"),
+                                             v + 1),
+            "default");
+    return st;
+}
+
+/* The preset's plan against the records: a row per grid of its "order"
+ * (the runs finished, the arms and seeds still to train, or why a rung
+ * not run yet may never be), then the grids under out it does not plan. */
+static void progress(const rep_grids *gs, const cJSON *preset, FILE *f)
+{
+    const cJSON *order = cJSON_GetObjectItemCaseSensitive(preset, "order"), *e;
+    if (!cJSON_IsArray(order) || !order->child)
+        return;
+    fprintf(f, "Where the study stands: each grid of the preset in the order it is trained "
+               "(two chains side by side: docs/reproduce.md), its runs finished and the arms "
+               "and seeds still to train. A rung that depends on the one below is trained only "
+               "while a claim read there has not settled, so it may never run.\n\n"
+               "| grid | steps | runs finished | still to train |\n|---|---|---|---|\n");
+    cJSON_ArrayForEach(e, order)
+    {
+        const char *name = cJSON_GetStringValue(e);
+        const rep_grid *x = name ? rep_grid_named(gs, name) : NULL;
+        const cJSON *plan = name ? planned_grid(preset, name) : NULL;
+        const cJSON *more = planned_value(preset, plan, "seeds_if_unresolved");
+        char more_t[96] = "";
+        if (cJSON_IsNumber(more) && (!x || more->valuedouble > x->g.nseeds))
+            snprintf(more_t, sizeof more_t, "; seeds up to %d while a claim it answers is open",
+                     more->valueint);
+        if (x) {
+            char miss[1024] = "";
+            for (int a = 0; a < x->g.narms; a++)
+                missing_of(x, a, miss, sizeof miss);
+            fprintf(f, "| `%s` | %ld | %d of %d | %s%s |\n", name, x->g.train.steps,
+                    finished_runs(x), x->cs.n, miss[0] ? miss : "none", more_t);
+        } else if (name) {
+            const cJSON *steps = planned_value(preset, plan, "steps");
+            const char *cond =
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "if_unsettled"));
+            char st[32] = "";
+            if (cJSON_IsNumber(steps))
+                snprintf(st, sizeof st, "%ld", (long)steps->valuedouble);
+            else if (cJSON_IsString(steps))
+                snprintf(st, sizeof st, "%.30s", steps->valuestring);
+            fprintf(f, "| `%s` | %s | not run yet | all", name, st);
+            if (cond)
+                fprintf(f, "; only if a claim read at `%s` has not settled", cond);
+            fprintf(f, "%s |\n", more_t);
+        }
+    }
+    for (int i = 0; i < gs->n; i++) {
+        int planned = 0;
+        cJSON_ArrayForEach(e, order)
+        planned |= cJSON_IsString(e) && strcmp(e->valuestring, gs->v[i].name) == 0;
+        if (!planned)
+            fprintf(f, "| `%s` | %ld | %d of %d | not in the preset's plan: trained apart from it |\n",
+                    gs->v[i].name, gs->v[i].g.train.steps, finished_runs(&gs->v[i]),
+                    gs->v[i].cs.n);
+    }
+    fputc('\n', f);
+}
+
 int rep_study_section(const command *c, const char *out, const char *prefix,
-                      const rep_grids *gs, const lab_names *want, int standalone, FILE *f)
+                      const rep_grids *gs, const lab_names *want, const cJSON *preset,
+                      int standalone, FILE *f)
 {
     fprintf(f, "## The study: equal steps and equal compute\n\n");
     if (standalone) {
@@ -473,6 +595,7 @@ int rep_study_section(const command *c, const char *out, const char *prefix,
                "call of a resumed run, periodic evaluations included), on the machines named "
                "above, two runs side by side (one thread each): the times compare arms run "
                "under the same load, not machines.\n\n");
+    progress(gs, preset, f);
     unsigned char *done = calloc((size_t)gs->n + 1, 1);
     if (!done)
         return fail_lib(c, "out of memory", 1);
