@@ -493,6 +493,48 @@ mkdir -p "$TMP/sxdr" && cp -r "$TMP/sxd" "$TMP/sxdr/x"
 check "a damaged extrapolation file: the report warns and leaves it out" '[ $? = 0 ] &&
     grep -q "warning: .*sxdr/x/extrapolation.json: its entry 1 (from 1) is damaged.*; left out$" "$TMP/sxdr.err" &&
     ! grep -q "Length extrapolation" "$TMP/sxdr.md" && grep -q "^### charlm" "$TMP/sxdr.md"'
+# one entry per run and length, the plot's and the report's alike: a
+# finished one before a refused one, the one on more windows (0: every
+# window) before fewer. Losing copies change nothing; a winning one (every
+# window, its perplexity tripled) replaces its run's value in both
+mkdir -p "$TMP/sxu" && cp -r "$SX/x" "$TMP/sxu/x" && cp -r "$SX/x" "$TMP/sxu/w"
+python3 - "$TMP/sxu/x/extrapolation.json" "$TMP/sxu/w/extrapolation.json" <<'PY'
+import copy, json, sys
+for path, win in ((sys.argv[1], False), (sys.argv[2], True)):
+    o = json.load(open(path))
+    es = o["entries"]
+    a, b = [e for e in es if e["status"] == "done"][:2]
+    fewer = copy.deepcopy(b)
+    fewer["items"] = 1
+    fewer["at_T_eval"]["val_ppl"] *= 5
+    ref = copy.deepcopy(b)
+    ref["status"], ref["reason"] = "refused", "a copy"
+    del ref["at_T"], ref["at_T_eval"]
+    es.insert(0, ref)
+    es.insert(0, fewer)
+    if win:
+        more = copy.deepcopy(a)
+        more["items"] = 0
+        more["at_T_eval"]["val_ppl"] *= 3
+        es.append(more)
+        v = [e["at_T_eval"]["val_ppl"] * (3 if e is a else 1) for e in es
+             if e["status"] == "done" and e["variant"] == a["variant"] and e["T_eval"] == a["T_eval"] and e["items"] == 3]
+        open(path + ".want", "w").write("%s %d %d %.9g\n" % (a["variant"], a["T_eval"], len(v), sum(v) / len(v)))
+    json.dump(o, open(path, "w"))
+PY
+"$BIN" plot "$TMP/sxu/x" >/dev/null 2>&1 && "$BIN" plot "$TMP/sxu/w" >/dev/null 2>&1
+"$LABBIN" report "$TMP/sxu" --preset study --section-only >"$TMP/sxu.md" 2>"$TMP/sxu.err"
+xtab() { sed -n "/^Length extrapolation at .*(\`$1\`)/,/^!\[\|^###/p" "$2" | grep "^| "; }
+read -r wv wt wn wp <"$TMP/sxu/w/extrapolation.json.want"
+check "extrapolation entries: losing copies change neither the figure nor the tables" '[ ! -s "$TMP/sxu.err" ] &&
+    cmp -s "$TMP/sxu/x/plots/extrapolation.dat" "$SX/x/plots/extrapolation.dat" &&
+    [ -n "$(xtab x "$TMP/sx.md")" ] && [ "$(xtab x "$TMP/sxu.md")" = "$(xtab x "$TMP/sx.md")" ]'
+check "extrapolation entries: the copy on every window wins, in the figure and the tables" '
+    ! cmp -s "$TMP/sxu/w/plots/extrapolation.dat" "$SX/x/plots/extrapolation.dat" &&
+    [ "$(xtab w "$TMP/sxu.md")" != "$(xtab x "$TMP/sx.md")" ] &&
+    awk -v v="$wv" -v t="$wt" -v n="$wn" -v p="$wp" "/^# variant / { cur = \$3; sub(/,\$/, \"\", cur) }
+        cur == v && \$1 == t { found = 1; ok = \$2 == n && (\$3 - p) ^ 2 < 1e-12 * p * p }
+        END { exit !(found && ok) }" "$TMP/sxu/w/plots/extrapolation.dat"'
 expect 2 "--converged applies to --preset full" -- "$LABBIN" report "$CV" --preset quick --converged "$CV"
 expect 2 "--section-only applies to --preset long, converged or study" -- "$LABBIN" report "$CV" --preset full --section-only
 expect 2 "is not a directory" -- "$LABBIN" report "$CV" --preset full --converged "$TMP/nonexistent"
