@@ -23,6 +23,9 @@ static opt eval_opts[64] = {
      "context length to evaluate at (charlm): shorter than the model's, or longer for a "
      "model without position embeddings whose couplings are relative with a band", 0, 0},
     {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs)", 0, 0},
+    {"band-precision", "P", "the checkpoint's",
+     "the band engine's window term: float (for each query whose dynamic range float holds) "
+     "or double; a model the band engine does not run is refused", 0, 0},
     ENGINE_EVAL_OPTS,
     SAMPLER_OPTS("the checkpoint's"),
     {0, 0, 0, 0, 0, 0},
@@ -183,6 +186,22 @@ static int set_engine(const command *c, ba_model *m)
     return 0;
 }
 
+/* --band-precision: the checkpoint's unless told; after the engine and
+ * sampler, which decide whether a band engine runs at all. */
+static int set_band_precision(const command *c, ba_model *m)
+{
+    if (!is_set(c, "band-precision"))
+        return 0;
+    char err[BA_ERR_LEN];
+    const char *p = get_str(c, "band-precision");
+    int f32;
+    if (ba_band_precision_parse(p, &f32, err))
+        return usage_error(c, "--band-precision: %s", err);
+    if (ba_model_set_band_precision(m, f32, err))
+        return usage_error(c, "--band-precision %s: %s", p, err);
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     const command *c = &eval_cmd;
@@ -225,6 +244,10 @@ int cmd_eval(int argc, char **argv)
     if (st) {
         ba_model_free(m);
         return usage_error(c, "--sampler: %s", err);
+    }
+    if ((rc = set_band_precision(c, m))) {
+        ba_model_free(m);
+        return rc;
     }
     ba_dataset *data;
     if ((rc = open_eval_data(c, cfg, &spec, &data, err))) {

@@ -142,6 +142,16 @@ int ba_model_set_sampler(ba_model *m, const ba_sampler *s, char *err);
 int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int window,
                         char *err);
 
+/* Sets the precision of the band engine's window term from now on (f32:
+ * 1 float, 0 double; ba_config.band_f32), e.g. to evaluate a model
+ * trained in double with the float term, or the reverse. The parameters
+ * are unchanged; it becomes part of ba_model_config and later
+ * checkpoints. BA_ERR_ARG where f32 is not 0 or 1, or f32 is 1 and the
+ * model runs no exact band engine (ba_config_validate's reason); the
+ * model is unchanged on failure. The last forward's activations are
+ * invalidated. */
+int ba_model_set_band_precision(ba_model *m, int f32, char *err);
+
 /* The seed ba_evaluate gives a copy of the sampler RNG, so that evaluating
  * a sampled model returns the same number every time (for the same items
  * and batch size) and leaves the training stream untouched. */

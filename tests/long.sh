@@ -62,6 +62,20 @@ expect 0 "charlm boltzmann T=8" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensor
 expect 2 "band W = 3 exceeds T - 1 = 1" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 2
 expect 2 "--T: 5000 is out of range" -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --T 5000
 expect 0 "the" -- "$BIN" sample --ckpt "$TMP/rel/model.safetensors" --prompt "the " --len 10
+# eval --band-precision: the double-trained model with the float window
+# term, within float's rounding (4 T 2^-24 relative, the engine's bound) of
+# its double loss; double again is the checkpoint's own; refused (exit 2,
+# the setting named) where no band engine runs or for another value
+ev() { "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" "$@" 2>/dev/null | grep '^eval:'; }
+f32=$(ev --band-precision float) f64=$(ev --band-precision double)
+[ -n "$f32" ] && [ "$f64" = "$own" ] && python3 -c "
+import sys
+a, b = (float(x.split()[2]) for x in sys.argv[1:3])
+sys.exit(abs(a - b) > 4 * 24 * 2 ** -24 * b + 5e-5)" "$f32" "$own" && ok ||
+    bad "eval --band-precision: float '$f32' or double '$f64' against '$own'"
+expect 2 "--band-precision: " -- "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --band-precision half
+expect 2 "--band-precision float: band_precision float applies to" -- \
+    "$BIN" eval --ckpt "$TMP/rel/model.safetensors" --data "$TMP/corpus.txt" --engine mf --band-precision float
 
 # --- rotary positions (issue 43): recorded, and a rope model runs at a longer T
 expect 0 "" -- "$BIN" train "${D[@]}" --attn softmax --pos-emb rope --T 12 --steps 2 "${TINY[@]}" --out "$TMP/rope"

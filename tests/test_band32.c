@@ -382,6 +382,62 @@ static void test_config_setting(void **state)
     ba_model_free(m);
 }
 
+/* ba_model_set_band_precision: both ways on a band model (the loss of one
+ * batch in float within float's rounding of double's, and double again
+ * bit for bit), refused with the model unchanged where no band engine
+ * runs or the value is not 0 or 1. */
+static void test_set_band_precision(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    ba_config c = ba_config_default(BA_ATTN_BOLTZMANN, 24);
+    c.vocab_size = c.out_size = 11;
+    c.n_layer = 1, c.n_head = 2, c.n_embd = 8;
+    c.couplings = BA_COUPLINGS_RELATIVE;
+    c.band = 4;
+    ba_model *m = NULL;
+    assert_int_equal(ba_model_init(&m, &c, err), BA_OK);
+    ba_rng rng;
+    ba_rng_seed(&rng, 5);
+    ba_model_init_weights(m, &rng, 0.1);
+    int in[2 * 24], tg[2 * 24];
+    for (int i = 0; i < 2 * 24; i++)
+        in[i] = (int)ba_rng_below(&rng, 11), tg[i] = (int)ba_rng_below(&rng, 11);
+    double l64, l32, l64b;
+    assert_int_equal(ba_model_forward(m, in, tg, 2, 24, &l64, err), BA_OK);
+    assert_int_equal(ba_model_set_band_precision(m, 1, err), BA_OK);
+    assert_int_equal(ba_model_config(m)->band_f32, 1);
+    assert_int_equal(ba_model_forward(m, in, tg, 2, 24, &l32, err), BA_OK);
+    /* float's rounding of the window term (4 T 2^-24 relative, the bound
+     * test_f32_against_double holds the engine to), through one layer */
+    assert_true(fabs(l32 - l64) <= 4.0 * 24 * 0x1p-24 * l64);
+    assert_true(l32 != l64); /* the float term ran: these inputs are inside its guard */
+    assert_int_equal(ba_model_set_band_precision(m, 0, err), BA_OK);
+    assert_int_equal(ba_model_forward(m, in, tg, 2, 24, &l64b, err), BA_OK);
+    assert_true(l64b == l64);
+    assert_int_equal(ba_model_set_band_precision(m, 2, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "band_f32 = 2"));
+    assert_int_equal(ba_model_config(m)->band_f32, 0);
+    /* another engine: float refused, the model as it was */
+    assert_int_equal(ba_model_set_engine(m, BA_ENGINE_MF, NULL, 0, err), BA_OK);
+    err[0] = '\0';
+    assert_int_equal(ba_model_set_band_precision(m, 1, err), BA_ERR_ARG);
+    assert_non_null(strstr(err, "band_precision"));
+    assert_int_equal(ba_model_config(m)->band_f32, 0);
+    assert_int_equal(ba_model_config(m)->engine, BA_ENGINE_MF);
+    ba_model_free(m);
+    /* softmax: no band engine at all */
+    c = ba_config_default(BA_ATTN_SOFTMAX, 24);
+    c.vocab_size = c.out_size = 11;
+    c.n_layer = 1, c.n_head = 2, c.n_embd = 8;
+    assert_int_equal(ba_model_init(&m, &c, err), BA_OK);
+    assert_int_equal(ba_model_set_band_precision(m, 1, err), BA_ERR_ARG);
+    assert_int_equal(ba_model_config(m)->band_f32, 0);
+    assert_int_equal(ba_model_set_band_precision(m, 0, err), BA_OK);
+    assert_int_equal(ba_model_set_band_precision(NULL, 0, err), BA_ERR_ARG);
+    ba_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_guard_bound),
         cmocka_unit_test(test_f32_threads),
         cmocka_unit_test(test_config_setting),
+        cmocka_unit_test(test_set_band_precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -256,6 +256,21 @@ int ba_model_set_engine(ba_model *m, ba_engine e, const ba_approx *approx, int w
     return BA_OK;
 }
 
+int ba_model_set_band_precision(ba_model *m, int f32, char *err)
+{
+    if (!m)
+        return ba_fail(err, BA_ERR_ARG, "ba_model_set_band_precision: model is NULL");
+    ba_config c = m->cfg;
+    c.band_f32 = f32;
+    int rc = ba_config_validate(&c, err);
+    if (rc)
+        return rc;
+    if (m->cfg.band_f32 != f32)
+        m->has_targets = 0; /* the saved activations were made in the other precision */
+    m->cfg = c;
+    return BA_OK;
+}
+
 /* ------------------------------------------------------------ tensors */
 
 /* Per-layer kinds in checkpoint order with their names. */
