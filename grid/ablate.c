@@ -188,14 +188,6 @@ static int upgrade_legacy(grid_state *s)
     return n ? refresh(s) : 0;
 }
 
-static int finished_count(const grid_state *s)
-{
-    int n = 0;
-    for (int i = 0; i < s->cells.n; i++)
-        n += s->cells.cells[i].run != NULL;
-    return n;
-}
-
 /* The engine a cell trains with (an arm's own, or the grid's). */
 static ba_engine cell_engine(const grid_state *s, const lab_cell *x)
 {
@@ -380,7 +372,7 @@ static int train_missing(grid_state *s, const char *data_path)
 {
     char err[BA_ERR_LEN];
     fprintf(stderr, "ablate %s: %d runs in the grid, %d already finished in %s\n",
-            ba_task_name(s->g.task), s->cells.n, finished_count(s), s->dir);
+            ba_task_name(s->g.task), s->cells.n, lab_cells_finished(&s->cells), s->dir);
     ba_dataset *data = NULL;
     int data_T = -1, ran = 0, code = 0;
     double t0 = now_s();
@@ -445,7 +437,7 @@ static int train_missing(grid_state *s, const char *data_path)
         if (mpi_size() > 1)
             snprintf(who, sizeof who, "[rank %d] ", mpi_rank());
         fprintf(mpi_err(), "%s[%d/%d] %s: %s %.4g  (%s elapsed, ETA %s)\n", who,
-                finished_count(s), s->cells.n, name,
+                lab_cells_finished(&s->cells), s->cells.n, name,
                 s->g.task == BA_TASK_CHARLM ? "val_ppl" : "accuracy", now->run->value, elb, eta);
         /* evaluated while its checkpoint is surely at hand: a study spans
          * machines, and checkpoints are not committed */

@@ -474,6 +474,14 @@ void lab_cells_free(lab_cells *cs)
     cs->cells = NULL, cs->n = 0;
 }
 
+int lab_cells_finished(const lab_cells *cs)
+{
+    int n = 0;
+    for (int i = 0; i < cs->n; i++)
+        n += cs->cells[i].run != NULL;
+    return n;
+}
+
 const lab_cell *lab_cells_find(const lab_cells *cs, int arm, int T, int C, int ffn, uint64_t seed)
 {
     for (int i = 0; i < cs->n; i++) {

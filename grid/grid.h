@@ -240,6 +240,8 @@ int lab_cells_match(const command *c, const lab_grid *g, const lab_runs *rs, lab
 void lab_cells_free(lab_cells *cs);
 const lab_cell *lab_cells_find(const lab_cells *cs, int arm, int T, int C, int ffn,
                                uint64_t seed);
+/* How many of the cells have their finished run. */
+int lab_cells_finished(const lab_cells *cs);
 
 /* The first difference of two JSON objects (descending into objects):
  * its key ("train.lr") and each side's value as JSON. */

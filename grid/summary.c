@@ -171,9 +171,7 @@ int lab_summary_section(const lab_cells *cs, int T, int C, int ffn, FILE *f)
 int lab_summary_md(const lab_cells *cs, FILE *f)
 {
     const lab_grid *g = cs->g;
-    int bt = g->task != BA_TASK_CHARLM, done = 0; /* an accuracy */
-    for (int i = 0; i < cs->n; i++)
-        done += cs->cells[i].run != NULL;
+    int bt = g->task != BA_TASK_CHARLM, done = lab_cells_finished(cs); /* bt: an accuracy */
     fprintf(f, "# Ablation summary: %s\n\n", ba_task_name(g->task));
     fprintf(f, "%d of %d runs finished. Metric: %s. Each row: mean ± standard deviation over "
                "seeds; the effect is the paired difference to `softmax` on the same seeds (%s) "

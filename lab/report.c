@@ -146,13 +146,9 @@ static int header(const command *c, const char *out, const char *preset, const c
     if (time_line(gs, kind, f))
         return 1;
     fprintf(f, "| grid | runs finished |\n|---|---|\n");
-    for (int i = 0; i < gs->n; i++) {
-        const lab_cells *cs = &gs->v[i].cs;
-        int done = 0;
-        for (int j = 0; j < cs->n; j++)
-            done += cs->cells[j].run != NULL;
-        fprintf(f, "| %s | %d of %d |\n", gs->v[i].name, done, cs->n);
-    }
+    for (int i = 0; i < gs->n; i++)
+        fprintf(f, "| %s | %d of %d |\n", gs->v[i].name, lab_cells_finished(&gs->v[i].cs),
+                gs->v[i].cs.n);
     fprintf(f, "\n");
     return 0;
 }

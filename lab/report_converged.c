@@ -172,14 +172,6 @@ int rep_convergence(const command *c, const rep_grid *x, FILE *f)
 }
 
 
-static int finished(const lab_cells *cs)
-{
-    int n = 0;
-    for (int i = 0; i < cs->n; i++)
-        n += cs->cells[i].run != NULL;
-    return n;
-}
-
 int rep_converged_verdicts(const rep_grids *conv, FILE *f)
 {
     int code = 0;
@@ -217,7 +209,7 @@ static void intro(const char *out, const rep_grids *gs, const lab_names *want, i
     for (size_t k = 0; k < want->n; k++) {
         const rep_grid *x = rep_grid_named(gs, want->v[k]);
         if (x)
-            fprintf(f, "| %s | %d of %d | %ld |\n", x->name, finished(&x->cs), x->cs.n,
+            fprintf(f, "| %s | %d of %d | %ld |\n", x->name, lab_cells_finished(&x->cs), x->cs.n,
                     x->g.train.steps);
         else
             fprintf(f, "| %s | not run yet | |\n", want->v[k]);

@@ -19,14 +19,6 @@
  * names only let the section say which of the preset's grids were never
  * started. */
 
-static int finished(const lab_cells *cs)
-{
-    int n = 0;
-    for (int i = 0; i < cs->n; i++)
-        n += cs->cells[i].run != NULL;
-    return n;
-}
-
 /* "m [lo, hi]" of the values x (their mean and its 95 % interval), "m (one
  * run)" or "missing". */
 static void mean_ci(const double *x, int n, const char *fmt, char *buf, size_t cap)
@@ -268,7 +260,7 @@ static int grid_part(const command *c, const rep_grids *gs, const rep_grid *x,
                      const char *prefix, FILE *f)
 {
     const lab_grid *g = &x->g;
-    int done = finished(&x->cs), code = 0;
+    int done = lab_cells_finished(&x->cs), code = 0;
     if (g->task != BA_TASK_CHARLM) {
         fprintf(f, "### `%s`\n\nA %s grid: not part of the long-context comparison (its own "
                    "section follows in the report).\n\n",
@@ -341,7 +333,7 @@ static void intro(const char *out, const rep_grids *gs, const rep_grid *const *o
                "and sigmoid learn position embeddings.\n\n");
     fprintf(f, "| grid | runs finished |\n|---|---|\n");
     for (int i = 0; i < gs->n; i++)
-        fprintf(f, "| %s | %d of %d |\n", order[i]->name, finished(&order[i]->cs),
+        fprintf(f, "| %s | %d of %d |\n", order[i]->name, lab_cells_finished(&order[i]->cs),
                 order[i]->cs.n);
     for (size_t i = 0; i < want->n; i++)
         if (!rep_grid_named(gs, want->v[i]))

@@ -482,15 +482,6 @@ static void missing_of(const rep_grid *x, int a, char *buf, size_t cap)
     }
 }
 
-/* The finished runs of x. */
-static int finished_runs(const rep_grid *x)
-{
-    int n = 0;
-    for (int i = 0; i < x->cs.n; i++)
-        n += x->cs.cells[i].run != NULL;
-    return n;
-}
-
 /* The grid named name in the preset's "grids" (NULL: none). */
 static const cJSON *planned_grid(const cJSON *preset, const char *name)
 {
@@ -553,7 +544,7 @@ static void progress(const rep_grids *gs, const cJSON *preset, FILE *f)
             for (int a = 0; a < x->g.narms; a++)
                 missing_of(x, a, miss, sizeof miss);
             fprintf(f, "| `%s` | %ld | %d of %d | %s%s |\n", name, x->g.train.steps,
-                    finished_runs(x), x->cs.n, miss[0] ? miss : "none", more_t);
+                    lab_cells_finished(&x->cs), x->cs.n, miss[0] ? miss : "none", more_t);
         } else if (name) {
             const cJSON *steps = planned_value(preset, plan, "steps");
             const char *cond =
@@ -575,7 +566,7 @@ static void progress(const rep_grids *gs, const cJSON *preset, FILE *f)
         planned |= cJSON_IsString(e) && strcmp(e->valuestring, gs->v[i].name) == 0;
         if (!planned)
             fprintf(f, "| `%s` | %ld | %d of %d | not in the preset's plan: trained apart from it |\n",
-                    gs->v[i].name, gs->v[i].g.train.steps, finished_runs(&gs->v[i]),
+                    gs->v[i].name, gs->v[i].g.train.steps, lab_cells_finished(&gs->v[i].cs),
                     gs->v[i].cs.n);
     }
     fputc('\n', f);
