@@ -247,9 +247,9 @@ int lab_xentries_read(const char *dir, lab_xentries *x, char *err)
     if (access(path, F_OK) != 0)
         return 0;
     char *txt = lab_slurp(path);
-    if (!txt) {
+    if (!txt) { /* there but not readable: a directory, no permission (exit 2, as before) */
         snprintf(err, BA_ERR_LEN, "cannot read it");
-        return 1;
+        return 2;
     }
     x->doc = cJSON_Parse(txt);
     free(txt);

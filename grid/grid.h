@@ -404,9 +404,9 @@ typedef struct {
     int n;
 } lab_xentries;
 /* dir/extrapolation.json read and checked whole into *x: 0 (with x->n = 0
- * when there is none), 1 out of memory or unreadable, 2 damaged: a
- * message naming the file and the entry (from 1) in err (BA_ERR_LEN), *x
- * empty. A finished entry has run, variant, T, T_eval, items, steps and a
+ * when there is none), 1 out of memory, 2 unreadable or damaged; on
+ * failure *x is empty and err (BA_ERR_LEN) says what is wrong, naming the
+ * entry (from 1) where one is damaged; the caller names the file. A finished entry has run, variant, T, T_eval, items, steps and a
  * val_ppl >= 1 in at_T and at_T_eval; a refused one run, variant, T,
  * T_eval and reason. Free with lab_xentries_free (also after a failure). */
 int lab_xentries_read(const char *dir, lab_xentries *x, char *err);
