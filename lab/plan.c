@@ -197,14 +197,6 @@ static cJSON *merged(const cJSON *preset, const cJSON *grid)
     return m;
 }
 
-static const cJSON *grid_named(const cJSON *preset, const char *name)
-{
-    const cJSON *g;
-    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(preset, "grids"))
-    if (strcmp(cJSON_GetObjectItemCaseSensitive(g, "name")->valuestring, name) == 0) return g;
-    return NULL;
-}
-
 /* Whether the grid is in the plan: "if_listed": PARAM keeps it only when
  * its engine is one of PARAM's comma-separated names. -1: an error. */
 static int listed(const planner *p, const cJSON *m)
@@ -305,7 +297,7 @@ static int more_seeds_line(const planner *p, const char *stage, const char *name
  * and its extrapolation. */
 static int grid_lines(const planner *p, const cJSON *preset, const char *stage, const char *name)
 {
-    cJSON *m = merged(preset, grid_named(preset, name));
+    cJSON *m = merged(preset, lab_preset_grid(preset, name));
     if (!m)
         return fail_lib(p->c, "out of memory", 1);
     int rc = listed(p, m);
@@ -345,7 +337,7 @@ static int after_line(const planner *p, const cJSON *preset, const cJSON *step)
     const char *kind = step->child->string, *name = step->child->valuestring;
     if (strcmp(kind, "grid") == 0)
         return grid_lines(p, preset, "after", name);
-    cJSON *m = merged(preset, grid_named(preset, name));
+    cJSON *m = merged(preset, lab_preset_grid(preset, name));
     if (!m)
         return fail_lib(p->c, "out of memory", 1);
     int rc = 0, data = cJSON_GetObjectItemCaseSensitive(m, "data") != NULL;

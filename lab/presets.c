@@ -506,6 +506,18 @@ const cJSON *lab_preset(const lab_presets *p, const char *name)
                                             name);
 }
 
+const cJSON *lab_preset_grid(const cJSON *preset, const char *name)
+{
+    const cJSON *g;
+    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(preset, "grids"))
+    {
+        const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "name"));
+        if (n && strcmp(n, name) == 0)
+            return g;
+    }
+    return NULL;
+}
+
 void lab_preset_names(const lab_presets *p, int with_report, char *buf, size_t n)
 {
     const cJSON *e;

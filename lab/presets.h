@@ -48,6 +48,8 @@ int lab_presets_load(const command *c, const char *path, lab_presets *p);
 void lab_presets_free(lab_presets *p);
 /* The preset named name, or NULL. */
 const cJSON *lab_preset(const lab_presets *p, const char *name);
+/* The grid named name in the preset's "grids", or NULL. */
+const cJSON *lab_preset_grid(const cJSON *preset, const char *name);
 /* The presets' names joined by '|' into buf. */
 void lab_preset_names(const lab_presets *p, int with_report, char *buf, size_t n);
 /* The preset's report plan: 1 when it has a report, 0 when not (the

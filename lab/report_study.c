@@ -482,19 +482,6 @@ static void missing_of(const rep_grid *x, int a, char *buf, size_t cap)
     }
 }
 
-/* The grid named name in the preset's "grids" (NULL: none). */
-static const cJSON *planned_grid(const cJSON *preset, const char *name)
-{
-    const cJSON *g;
-    cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(preset, "grids"))
-    {
-        const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(g, "name"));
-        if (n && strcmp(n, name) == 0)
-            return g;
-    }
-    return NULL;
-}
-
 /* A planned grid's value of key: its own or its base's, a parameter
  * ("$NAME") read as the parameter's default (what the preset runs unless
  * the environment says otherwise); NULL when there is none. */
@@ -533,7 +520,7 @@ static void progress(const rep_grids *gs, const cJSON *preset, FILE *f)
     {
         const char *name = cJSON_GetStringValue(e);
         const rep_grid *x = name ? rep_grid_named(gs, name) : NULL;
-        const cJSON *plan = name ? planned_grid(preset, name) : NULL;
+        const cJSON *plan = name ? lab_preset_grid(preset, name) : NULL;
         const cJSON *more = planned_value(preset, plan, "seeds_if_unresolved");
         char more_t[96] = "";
         if (cJSON_IsNumber(more) && (!x || more->valuedouble > x->g.nseeds))
