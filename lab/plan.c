@@ -169,34 +169,6 @@ static int words(const planner *p, const cJSON *o, int grid, FILE *f)
     return 0;
 }
 
-/* defaults, then the grid's base, then the grid: a new object (NULL: out
- * of memory). */
-static cJSON *merged(const cJSON *preset, const cJSON *grid)
-{
-    const cJSON *layers[3] = {cJSON_GetObjectItemCaseSensitive(preset, "defaults"), NULL, grid};
-    const cJSON *base = cJSON_GetObjectItemCaseSensitive(grid, "base");
-    if (base)
-        layers[1] = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(preset, "bases"), base->valuestring);
-    cJSON *m = cJSON_CreateObject();
-    for (int i = 0; i < 3 && m; i++) {
-        const cJSON *v;
-        cJSON_ArrayForEach(v, layers[i])
-        {
-            cJSON *d = cJSON_Duplicate(v, 1);
-            if (!d) {
-                cJSON_Delete(m);
-                return NULL;
-            }
-            if (cJSON_GetObjectItemCaseSensitive(m, v->string))
-                cJSON_ReplaceItemInObjectCaseSensitive(m, v->string, d);
-            else
-                cJSON_AddItemToObject(m, v->string, d);
-        }
-    }
-    return m;
-}
-
 /* Whether the grid is in the plan: "if_listed": PARAM keeps it only when
  * its engine is one of PARAM's comma-separated names. -1: an error. */
 static int listed(const planner *p, const cJSON *m)
@@ -297,7 +269,7 @@ static int more_seeds_line(const planner *p, const char *stage, const char *name
  * and its extrapolation. */
 static int grid_lines(const planner *p, const cJSON *preset, const char *stage, const char *name)
 {
-    cJSON *m = merged(preset, lab_preset_grid(preset, name));
+    cJSON *m = lab_preset_grid_merged(preset, name);
     if (!m)
         return fail_lib(p->c, "out of memory", 1);
     int rc = listed(p, m);
@@ -337,7 +309,7 @@ static int after_line(const planner *p, const cJSON *preset, const cJSON *step)
     const char *kind = step->child->string, *name = step->child->valuestring;
     if (strcmp(kind, "grid") == 0)
         return grid_lines(p, preset, "after", name);
-    cJSON *m = merged(preset, lab_preset_grid(preset, name));
+    cJSON *m = lab_preset_grid_merged(preset, name);
     if (!m)
         return fail_lib(p->c, "out of memory", 1);
     int rc = 0, data = cJSON_GetObjectItemCaseSensitive(m, "data") != NULL;

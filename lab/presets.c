@@ -518,6 +518,33 @@ const cJSON *lab_preset_grid(const cJSON *preset, const char *name)
     return NULL;
 }
 
+cJSON *lab_preset_grid_merged(const cJSON *preset, const char *name)
+{
+    const cJSON *grid = lab_preset_grid(preset, name);
+    const cJSON *layers[3] = {cJSON_GetObjectItemCaseSensitive(preset, "defaults"), NULL, grid};
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(grid, "base");
+    if (base)
+        layers[1] = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(preset, "bases"), base->valuestring);
+    cJSON *m = cJSON_CreateObject();
+    for (int i = 0; i < 3 && m; i++) {
+        const cJSON *v;
+        cJSON_ArrayForEach(v, layers[i])
+        {
+            cJSON *d = cJSON_Duplicate(v, 1);
+            if (!d) {
+                cJSON_Delete(m);
+                return NULL;
+            }
+            if (cJSON_GetObjectItemCaseSensitive(m, v->string))
+                cJSON_ReplaceItemInObjectCaseSensitive(m, v->string, d);
+            else
+                cJSON_AddItemToObject(m, v->string, d);
+        }
+    }
+    return m;
+}
+
 void lab_preset_names(const lab_presets *p, int with_report, char *buf, size_t n)
 {
     const cJSON *e;

@@ -50,6 +50,12 @@ void lab_presets_free(lab_presets *p);
 const cJSON *lab_preset(const lab_presets *p, const char *name);
 /* The grid named name in the preset's "grids", or NULL. */
 const cJSON *lab_preset_grid(const cJSON *preset, const char *name);
+/* The grid named name as the plan runs it: the preset's "defaults", then
+ * the grid's base, then the grid's own keys, a later layer's key replacing
+ * an earlier one's. References ("$NAME") are left as they are. A new
+ * object the caller frees with cJSON_Delete; NULL out of memory (an
+ * unknown name gives the defaults alone). */
+cJSON *lab_preset_grid_merged(const cJSON *preset, const char *name);
 /* The presets' names joined by '|' into buf. */
 void lab_preset_names(const lab_presets *p, int with_report, char *buf, size_t n);
 /* The preset's report plan: 1 when it has a report, 0 when not (the

@@ -482,25 +482,32 @@ static void missing_of(const rep_grid *x, int a, char *buf, size_t cap)
     }
 }
 
-/* A planned grid's value of key: its own or its base's, a parameter
- * ("$NAME") read as the parameter's default (what the preset runs unless
- * the environment says otherwise); NULL when there is none. */
-static const cJSON *planned_value(const cJSON *preset, const cJSON *plan, const char *key)
+/* A planned grid's number for key, m the grid as the plan runs it
+ * (lab_preset_grid_merged): a parameter ("$NAME" or "$NAME/K") read as the
+ * preset's default for it (what the preset runs unless the environment
+ * says otherwise), with plan.c's quotient rule; -1 when there is none. */
+static long planned_number(const cJSON *preset, const cJSON *m, const char *key)
 {
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(plan, key);
-    const char *base = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "base"));
-    if (!st && base)
-        st = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(preset, "bases"),
-                                             base),
-            key);
-    const char *v = cJSON_GetStringValue(st);
-    if (v && v[0] == '$')
-        st = cJSON_GetObjectItemCaseSensitive(
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+    const char *s = cJSON_GetStringValue(v);
+    long k = 1;
+    if (s && s[0] == '$') {
+        char name[64];
+        size_t l = strcspn(s + 1, "/");
+        if (l >= sizeof name)
+            return -1;
+        memcpy(name, s + 1, l), name[l] = '\0';
+        if (s[1 + l] == '/')
+            k = strtol(s + 2 + l, NULL, 10);
+        v = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(preset, "params"),
-                                             v + 1),
+                                             name),
             "default");
-    return st;
+    }
+    if (!cJSON_IsNumber(v) || k < 1)
+        return -1;
+    long q = (long)v->valuedouble / k;
+    return q > 0 ? q : 1;
 }
 
 /* The preset's plan against the records: a row per grid of its "order"
@@ -520,12 +527,12 @@ static void progress(const rep_grids *gs, const cJSON *preset, FILE *f)
     {
         const char *name = cJSON_GetStringValue(e);
         const rep_grid *x = name ? rep_grid_named(gs, name) : NULL;
-        const cJSON *plan = name ? lab_preset_grid(preset, name) : NULL;
-        const cJSON *more = planned_value(preset, plan, "seeds_if_unresolved");
+        cJSON *m = name ? lab_preset_grid_merged(preset, name) : NULL;
+        long more = planned_number(preset, m, "seeds_if_unresolved");
         char more_t[96] = "";
-        if (cJSON_IsNumber(more) && (!x || more->valuedouble > x->g.nseeds))
-            snprintf(more_t, sizeof more_t, "; seeds up to %d while a claim it answers is open",
-                     more->valueint);
+        if (more > 0 && (!x || more > x->g.nseeds))
+            snprintf(more_t, sizeof more_t, "; seeds up to %ld while a claim it answers is open",
+                     more);
         if (x) {
             char miss[1024] = "";
             for (int a = 0; a < x->g.narms; a++)
@@ -533,19 +540,18 @@ static void progress(const rep_grids *gs, const cJSON *preset, FILE *f)
             fprintf(f, "| `%s` | %ld | %d of %d | %s%s |\n", name, x->g.train.steps,
                     lab_cells_finished(&x->cs), x->cs.n, miss[0] ? miss : "none", more_t);
         } else if (name) {
-            const cJSON *steps = planned_value(preset, plan, "steps");
+            long steps = planned_number(preset, m, "steps");
             const char *cond =
-                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(plan, "if_unsettled"));
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "if_unsettled"));
             char st[32] = "";
-            if (cJSON_IsNumber(steps))
-                snprintf(st, sizeof st, "%ld", (long)steps->valuedouble);
-            else if (cJSON_IsString(steps))
-                snprintf(st, sizeof st, "%.30s", steps->valuestring);
+            if (steps > 0)
+                snprintf(st, sizeof st, "%ld", steps);
             fprintf(f, "| `%s` | %s | not run yet | all", name, st);
             if (cond)
                 fprintf(f, "; only if a claim read at `%s` has not settled", cond);
             fprintf(f, "%s |\n", more_t);
         }
+        cJSON_Delete(m);
     }
     for (int i = 0; i < gs->n; i++) {
         int planned = 0;

@@ -345,6 +345,27 @@ check "study section: where the study stands, grid by grid in the preset's order
     grep -qx "| \`g40\` | 40 | 6 of 6 | not in the preset.s plan: trained apart from it |" "$TMP/stp.md" &&
     [ "$(grep -A2 "^| grid | steps | runs finished | still to train |$" "$TMP/stp.md" | sed -n 3p)" = "| \`charlm-T256\` | 600 | not run yet | all |" ] &&
     [ "$(grep -c " | not run yet | " "$TMP/stp.md")" = $((planned - 1)) ]' || head -40 "$TMP/stp.md"
+# a planned grid's steps as the plan runs them: from the preset's defaults
+# when neither the grid nor its base names them, and a "$NAME/K" reference
+# as the parameter's default divided by K (what `plan` prints)
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d['presets']['study']
+s['defaults']['steps'] = 777
+for g in s['grids']:
+    if g['name'] == 'charlm-T256-nopos':
+        del g['steps']
+    if g['name'] == 'recall-T256-p4-12k':
+        g['steps'] = '\$STUDY_RECALL_LONG_STEPS/5'
+json.dump(d, open(sys.argv[2], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/stp-presets.json"
+"$LABBIN" report "$TMP/stp" --preset study --section-only --presets "$TMP/stp-presets.json" >"$TMP/stp2.md" 2>"$TMP/stp2.err"
+rcp=$?
+check "study section: a planned grid's steps from the preset's defaults and from \$NAME/K, as the plan prints them" '[ $rcp = 0 ] &&
+    has "$TMP/stp2.md" "| \`charlm-T256-nopos\` | 777 | not run yet | all; seeds up to 5 while a claim it answers is open |" &&
+    has "$TMP/stp2.md" "| \`recall-T256-p4-12k\` | 2400 | not run yet | all |" &&
+    "$LABBIN" plan study --presets "$TMP/stp-presets.json" | grep -q "^order ablate recall-T256-p4-12k .* --steps 2400 " &&
+    "$LABBIN" plan study --presets "$TMP/stp-presets.json" | grep -q "^order ablate charlm-T256-nopos .* --steps 777 "' || cat "$TMP/stp2.err"
 # every run's value, in seed order
 seeds() { python3 -c "
 import json, glob, sys
