@@ -16,7 +16,8 @@ set title "charlm: validation perplexity vs T at C=128\nwith FFN\nmean ± sd ove
 set ylabel "validation perplexity (lower is better)"
 unset logscale y
 set ytics autofreq
-set yrange [7.24396:7.88848]
-plot 'charlm_C128_ffn1_vs_T.dat' index 0 using ($1-0.04):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-alibi" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 1 using ($1+0):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-rope" noenhanced, \
-     'charlm_C128_ffn1_vs_T.dat' index 2 using ($1+0.04):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-logn-rope" noenhanced
+set yrange [7.0429:11.4405]
+plot 'charlm_C128_ffn1_vs_T.dat' index 0 using ($1-0.06):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-alibi" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 1 using ($1-0.02):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "softmax-rope" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 2 using ($1+0.02):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-logn-rope" noenhanced, \
+     'charlm_C128_ffn1_vs_T.dat' index 3 using ($1+0.06):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W8-rope" noenhanced
