@@ -64,8 +64,8 @@ static const cJSON *param(const planner *p, const char *name)
 static int resolve(const planner *p, const char *s, char *buf, size_t n)
 {
     char name[64];
-    size_t l = strcspn(s + 1, "/");
-    memcpy(name, s + 1, l), name[l] = '\0';
+    long div;
+    lab_param_ref(s, name, sizeof name, &div); /* checked when the file was read */
     const cJSON *d = param(p, name);
     const cJSON *def = cJSON_GetObjectItemCaseSensitive(d, "default");
     const cJSON *sdef = cJSON_GetObjectItemCaseSensitive(d, "summary_default");
@@ -91,10 +91,8 @@ static int resolve(const planner *p, const char *s, char *buf, size_t n)
         if (!*buf || *end || v < (long)min->valuedouble)
             return usage_error(p->c, "%s must be an integer of at least %ld, not '%s'", name,
                                (long)min->valuedouble, buf);
-        if (s[1 + l] == '/') {
-            long q = v / strtol(s + 2 + l, NULL, 10);
-            snprintf(buf, n, "%ld", q > 0 ? q : 1);
-        }
+        if (strchr(s, '/'))
+            snprintf(buf, n, "%ld", lab_param_divide(v, div));
     }
     return 0;
 }

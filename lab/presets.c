@@ -60,23 +60,41 @@ static int in_list(const char *const *list, const char *s)
     return 0;
 }
 
+int lab_param_ref(const char *s, char *name, size_t n, long *div)
+{
+    size_t l = strcspn(s + 1, "/");
+    if (l == 0 || l >= n)
+        return -1;
+    memcpy(name, s + 1, l), name[l] = '\0';
+    *div = 1;
+    if (s[1 + l] == '/') {
+        char *end;
+        *div = strtol(s + 2 + l, &end, 10);
+        if (*end || *div < 1)
+            return -2;
+    }
+    return 0;
+}
+
+long lab_param_divide(long v, long div)
+{
+    long q = v / div;
+    return q > 0 ? q : 1;
+}
+
 /* A parameter reference "$NAME" or "$NAME/K": the parameter must exist. */
 static int check_ref(const checker *k, const char *at, const char *s)
 {
     char name[64];
-    size_t l = strcspn(s + 1, "/");
-    if (l == 0 || l >= sizeof name)
+    long div;
+    int rc = lab_param_ref(s, name, sizeof name, &div);
+    if (rc == -1)
         return bad(k, at, "'%s' is not a parameter reference ($NAME or $NAME/K)", s);
-    memcpy(name, s + 1, l), name[l] = '\0';
     if (!cJSON_GetObjectItemCaseSensitive(k->params, name) &&
         !(k->local && cJSON_GetObjectItemCaseSensitive(k->local, name)))
         return bad(k, at, "'%s' names no parameter (\"params\" of the file or the preset)", s);
-    if (s[1 + l] == '/') {
-        char *end;
-        long d = strtol(s + 2 + l, &end, 10);
-        if (*end || d < 1)
-            return bad(k, at, "'%s': the divisor must be a positive integer", s);
-    }
+    if (rc == -2)
+        return bad(k, at, "'%s': the divisor must be a positive integer", s);
     return 0;
 }
 

@@ -40,6 +40,12 @@ typedef struct {
     lab_refs refs; /* the paper's numbers (summary and report columns) */
 } lab_presets;
 
+/* Splits a parameter reference s ("$NAME" or "$NAME/K", s[0] == '$'):
+ * NAME into name (n bytes), K into *div (1 without "/K"). 0; -1 when NAME
+ * is empty or does not fit; -2 when K is not a positive integer. */
+int lab_param_ref(const char *s, char *name, size_t n, long *div);
+/* A "$NAME/K" reference's value: v's integer quotient by div, at least 1. */
+long lab_param_divide(long v, long div);
 /* Reads and checks the data file: path, else $BA_PRESETS, else the source
  * tree's lab/presets.json. A missing, damaged or inconsistent file is
  * refused naming the file and the bad key (exit 2). 0 or an exit code

@@ -490,24 +490,17 @@ static long planned_number(const cJSON *preset, const cJSON *m, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
     const char *s = cJSON_GetStringValue(v);
-    long k = 1;
+    long div = 1;
     if (s && s[0] == '$') {
         char name[64];
-        size_t l = strcspn(s + 1, "/");
-        if (l >= sizeof name)
+        if (lab_param_ref(s, name, sizeof name, &div))
             return -1;
-        memcpy(name, s + 1, l), name[l] = '\0';
-        if (s[1 + l] == '/')
-            k = strtol(s + 2 + l, NULL, 10);
         v = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(preset, "params"),
                                              name),
             "default");
     }
-    if (!cJSON_IsNumber(v) || k < 1)
-        return -1;
-    long q = (long)v->valuedouble / k;
-    return q > 0 ? q : 1;
+    return cJSON_IsNumber(v) ? lab_param_divide((long)v->valuedouble, div) : -1;
 }
 
 /* The preset's plan against the records: a row per grid of its "order"
