@@ -381,6 +381,26 @@ check "study section: equal compute picks the longest reference rung at no more 
     grep -q "^| boltzmann | 20, 0.1 | 20, 0.2 (more than the arm.s: no rung as short) | .* | 2 | " "$TMP/st.md" &&
     grep -q "^| boltzmann | 40, 1.7 | 40, 0.3 | .* | 2 | " "$TMP/st.md" &&
     grep -q "^| coupling | 20, 0.8 | 40, 0.3 | .* | 2 | " "$TMP/st.md"'
+# recall's solved column: the runs at 99 % or more of the queried values,
+# counted per arm and rung (values set by hand: 100 and 50 for softmax,
+# 99.5 and 98.9 for sigmoid); brackets and charlm tables have no such column
+SR="$TMP/studyr"
+"$BIN" ablate --task recall --attn softmax,sigmoid --T 16 --pairs 2 --recall-vocab 8 --embd 8 \
+    --seeds 2 --steps 10 --batch 8 --eval-every 5 --eval-items 16 --out "$SR/r10" >/dev/null 2>&1
+python3 - "$SR" <<'PY'
+import json, glob, sys
+acc = {"softmax-s1": 1.0, "softmax-s2": 0.5, "sigmoid-s1": 0.995, "sigmoid-s2": 0.989}
+for p in glob.glob(sys.argv[1] + "/r10/runs/*/run.json"):
+    d = json.load(open(p))
+    d["result"]["val_acc"] = acc["-".join(p.split("/")[-2].split("-")[-2:])]
+    json.dump(d, open(p, "w"))
+PY
+"$LABBIN" report "$SR" --preset study --section-only >"$TMP/sr.md" 2>"$TMP/sr.err"
+check "study section: recall counts the solved runs (>= 99 %) of each arm; brackets has no such column" '[ $? = 0 ] &&
+    grep -q "^| arm | steps | runs | accuracy % | per seed | solved | vs the reference \[95 % CI\] | minutes per run | ms per step |$" "$TMP/sr.md" &&
+    grep -q "^| softmax | 10 | 2 | 75.00 ± 35.36 | 100.00, 50.00 | 1 of 2 | (reference) | " "$TMP/sr.md" &&
+    grep -q "^| sigmoid | 10 | 2 | 99.20 ± 0.42 | 99.50, 98.90 | 1 of 2 | [-+][0-9.]* \[.*\] | " "$TMP/sr.md" &&
+    ! grep -q "| solved |" "$TMP/st.md"' || cat "$TMP/sr.err"
 # seed 1 alone (the seeds both rates have), and the better rate of each
 acc1() { python3 -c "
 import json, glob, sys
