@@ -261,8 +261,8 @@ static void equal_steps(const st_family *fm, int ffn, FILE *f)
 }
 
 /* The equal-compute table of one family at ffn: each arm's rung against
- * the reference's largest rung that took no longer per run (else its
- * smallest, marked). */
+ * the reference's largest rung that took no longer per run (else the
+ * arm's own, marked). */
 static void equal_compute(const st_family *fm, int ffn, FILE *f)
 {
     const rep_grid *top = fm->g[fm->n - 1];
@@ -289,16 +289,26 @@ static void equal_compute(const st_family *fm, int ffn, FILE *f)
             st_cell s = ax >= 0 ? cell_of(x, ax, ffn) : (st_cell){0, 0, 0, 0};
             if (s.n == 0)
                 continue;
-            /* the reference rung: the longest at no more time per run,
-             * else the arm's own (equal steps, the reference given more) */
+            /* the reference rung: the largest budget at no more time per
+             * run, else the arm's own (equal steps, the reference given
+             * more). Rungs of one budget (a grid trained again beside the
+             * ladder, e.g. with arms of its own) differ in time by load
+             * alone: of those, the one that pairs the most seeds with the
+             * arm, then the arm's own grid. */
             const rep_grid *y = NULL;
-            int ry = -1, more = 0;
+            int ry = -1, more = 0, np = 0;
             st_cell rs = {0, 0, 0, 0};
             for (int j = 0; j < fm->n; j++) {
-                int r = arm_in(fm->g[j], &top->g.arms[ref]);
-                st_cell c = r >= 0 ? cell_of(fm->g[j], r, ffn) : (st_cell){0, 0, 0, 0};
-                if (c.n > 0 && c.wall <= s.wall && (!y || c.wall > rs.wall))
-                    y = fm->g[j], ry = r, rs = c;
+                const rep_grid *z = fm->g[j];
+                int r = arm_in(z, &top->g.arms[ref]);
+                st_cell c = r >= 0 ? cell_of(z, r, ffn) : (st_cell){0, 0, 0, 0};
+                if (c.n == 0 || c.wall > s.wall)
+                    continue;
+                double e0, lo0, hi0;
+                int n = paired(x, ax, z, r, ffn, &e0, &lo0, &hi0);
+                long zs = z->g.train.steps, ys = y ? y->g.train.steps : -1;
+                if (!y || zs > ys || (zs == ys && (n > np || (n == np && z == x))))
+                    y = z, ry = r, rs = c, np = n;
             }
             if (!y && (ry = arm_in(x, &top->g.arms[ref])) >= 0 &&
                 (rs = cell_of(x, ry, ffn)).n > 0)

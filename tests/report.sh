@@ -385,14 +385,28 @@ check "study section: equal compute picks the longest reference rung at no more 
 # counted per arm and rung (values set by hand: 100 and 50 for softmax,
 # 99.5 and 98.9 for sigmoid); brackets and charlm tables have no such column
 SR="$TMP/studyr"
-"$BIN" ablate --task recall --attn softmax,sigmoid --T 16 --pairs 2 --recall-vocab 8 --embd 8 \
-    --seeds 2 --steps 10 --batch 8 --eval-every 5 --eval-items 16 --out "$SR/r10" >/dev/null 2>&1
+# The same ladder tests equal compute's choice of reference rung, the
+# largest budget at no more time per run and, of one budget, the rung
+# that pairs the most seeds, with the runs' times set by hand: sigmoid at
+# 10 steps (20 s) meets softmax at 20 steps of r20 (10.2 s, 2 seeds), not
+# of r20b (10.4 s, 1 seed); boltzmann (10.35 s) meets r20 too, not r10b,
+# 10 steps that took longer (10.3 s)
+R="--task recall --T 16 --pairs 2 --recall-vocab 8 --embd 8 --batch 8 --eval-every 5 --eval-items 16"
+"$BIN" ablate $R --attn softmax,sigmoid,boltzmann --seeds 2 --steps 10 --out "$SR/r10" >/dev/null 2>&1
+"$BIN" ablate $R --attn softmax --seeds 1 --steps 10 --out "$SR/r10b" >/dev/null 2>&1
+"$BIN" ablate $R --attn softmax --seeds 2 --steps 20 --out "$SR/r20" >/dev/null 2>&1
+"$BIN" ablate $R --attn softmax --seeds 1 --steps 20 --out "$SR/r20b" >/dev/null 2>&1
 python3 - "$SR" <<'PY'
 import json, glob, sys
 acc = {"softmax-s1": 1.0, "softmax-s2": 0.5, "sigmoid-s1": 0.995, "sigmoid-s2": 0.989}
-for p in glob.glob(sys.argv[1] + "/r10/runs/*/run.json"):
+wall = {("r10", "softmax"): 10, ("r10", "sigmoid"): 20, ("r10", "boltzmann"): 10.35,
+        ("r10b", "softmax"): 10.3, ("r20", "softmax"): 10.2, ("r20b", "softmax"): 10.4}
+for p in glob.glob(sys.argv[1] + "/r*/runs/*/run.json"):
     d = json.load(open(p))
-    d["result"]["val_acc"] = acc["-".join(p.split("/")[-2].split("-")[-2:])]
+    g, run = p.split("/")[-4], p.split("/")[-2]
+    if g == "r10" and "boltzmann" not in run:
+        d["result"]["val_acc"] = acc["-".join(run.split("-")[-2:])]
+    d["train_s"] = wall[(g, run.split("-")[-2])]
     json.dump(d, open(p, "w"))
 PY
 "$LABBIN" report "$SR" --preset study --section-only >"$TMP/sr.md" 2>"$TMP/sr.err"
@@ -401,6 +415,9 @@ check "study section: recall counts the solved runs (>= 99 %) of each arm; brack
     grep -q "^| softmax | 10 | 2 | 75.00 ± 35.36 | 100.00, 50.00 | 1 of 2 | (reference) | " "$TMP/sr.md" &&
     grep -q "^| sigmoid | 10 | 2 | 99.20 ± 0.42 | 99.50, 98.90 | 1 of 2 | [-+][0-9.]* \[.*\] | " "$TMP/sr.md" &&
     ! grep -q "| solved |" "$TMP/st.md"' || cat "$TMP/sr.err"
+check "study section: equal compute takes the largest reference budget at no more time, of one budget the rung pairing most seeds" '
+    grep -q "^| sigmoid | 10, 0.3 | 20, 0.2 | .* | 2 | " "$TMP/sr.md" &&
+    grep -q "^| boltzmann | 10, 0.2 | 20, 0.2 | .* | 2 | " "$TMP/sr.md"'
 # seed 1 alone (the seeds both rates have), and the better rate of each
 acc1() { python3 -c "
 import json, glob, sys
