@@ -13,12 +13,13 @@ set bars small
 set logscale x 2
 set xtics (256, 512, 1024, 2048, 4096)
 set xrange [205.074:5113.16]
-set title "charlm: validation perplexity at longer contexts (trained at T = 256)\neach run's model at its trained T and at longer T (ablate --extrapolate)\nmean ± sd over 3 runs (600 steps), 64 windows of each length"
+set title "charlm: validation perplexity at longer contexts (trained at T = 256)\neach run's model at its trained T and at longer T (ablate --extrapolate)\nmean ± sd over 6 runs (600 steps), 64 windows of each length"
 set ylabel "validation perplexity (lower is better)"
 set logscale y
 set ytics autofreq
-set yrange [5.05891:29.2598]
-set ytics (7.5, 10, 12.5, 15, 17.5, 20, 22.5, 25, 27.5)
-plot 'extrapolation.dat' index 0 using ($1*0.972655):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-rope" noenhanced, \
-     'extrapolation.dat' index 1 using ($1*1):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn-rope" noenhanced, \
-     'extrapolation.dat' index 2 using ($1*1.02811):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-rope" noenhanced
+set yrange [4.97782:32.8691]
+set ytics (5, 10, 15, 20, 25, 30)
+plot 'extrapolation.dat' index 0 using ($1*0.959264):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-rope" noenhanced, \
+     'extrapolation.dat' index 1 using ($1*0.986233):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn-rope" noenhanced, \
+     'extrapolation.dat' index 2 using ($1*1.01396):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-rope" noenhanced, \
+     'extrapolation.dat' index 3 using ($1*1.04247):3:4 with yerrorlines linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W8-logn-rope" noenhanced
