@@ -11,9 +11,9 @@ Fails (exit 1, one line per finding) when:
     or a circle of calls between files (strongly connected components of
     the file graph built from `nm`: file A -> B when A uses a symbol that B
     alone defines);
-  - a C file of src/, cli/, grid/, lab/ or bench/ or a public header
-    (include/*.h) is over 800 lines, or one of its functions is over 150
-    lines;
+  - a C file or header of src/, cli/, grid/, lab/, bench/, tests/ or
+    examples/ or a public header (include/*.h) is over 800 lines, or one
+    of its functions is over 150 lines;
   - a public header is neither included by boltzattn.h (directly or through
     another public header, so that `#include <boltzattn.h>` serves) nor
     marked standalone (the words "standalone header" in its opening
@@ -190,7 +190,7 @@ def check_graph(build, findings):
 
 
 def check_sizes(root, findings):
-    for top in ("src", "cli", "grid", "lab", "bench", "include"):
+    for top in ("src", "cli", "grid", "lab", "bench", "include", "tests", "examples"):
         for path in walk(root, top, (".c", ".h")):
             r = rel(root, path)
             lines = open(path, encoding="utf-8").read().split("\n")
