@@ -13,7 +13,7 @@ set bars small
 set logscale x 2
 set xtics (256, 512, 1024, 2048, 4096)
 set xrange [205.074:5113.16]
-set title "charlm: validation perplexity at longer contexts (trained at T = 256)\neach run's model at its trained T and at longer T (ablate --extrapolate)\nmean ± sd over 12 runs (600 steps), 64 windows of each length"
+set title "charlm: validation perplexity at longer contexts (trained at T = 256)\neach run's model at its trained T and at longer T (ablate --extrapolate)\nmean ± sd over 15 runs (600 steps), 64 windows of each length"
 set ylabel "validation perplexity (lower is better)"
 set logscale y
 set ytics autofreq
