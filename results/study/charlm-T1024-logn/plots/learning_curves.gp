@@ -24,18 +24,19 @@ plot 'curves_charlm_T1024_C128_ffn1.dat' index 1 using 1:2 with lines linewidth 
      'curves_charlm_T1024_C128_ffn1.dat' index 7 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 8 using 1:2 with lines linewidth 1 linecolor rgb "#808c564b" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 11 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 14 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 17 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 12 using 1:2 with lines linewidth 1 linecolor rgb "#80e377c2" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 15 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 18 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 19 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 20 using 1:2 with lines linewidth 1 linecolor rgb "#8017becf" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 0 using 1:3 with linespoints linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-rope" noenhanced, \
      'curves_charlm_T1024_C128_ffn1.dat' index 4 using ($1-7.2):3:5:6 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#9467bd" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 5 using 1:3 with linespoints linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn-rope" noenhanced, \
      'curves_charlm_T1024_C128_ffn1.dat' index 9 using ($1-3.6):3:5:6 with yerrorbars linewidth 2 pointtype 14 pointsize 2 linecolor rgb "#8c564b" notitle, \
      'curves_charlm_T1024_C128_ffn1.dat' index 10 using 1:3 with linespoints linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-rope" noenhanced, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 12 using ($1+0):3:5:6 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 13 using 1:3 with linespoints linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W8-logn-rope" noenhanced, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 15 using ($1+3.6):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 16 using 1:3 with linespoints linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-rel-W8-rope" noenhanced, \
-     'curves_charlm_T1024_C128_ffn1.dat' index 20 using ($1+7.2):3:5:6 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#17becf" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 13 using ($1+0):3:5:6 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 14 using 1:3 with linespoints linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W8-logn-rope" noenhanced, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 16 using ($1+3.6):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 17 using 1:3 with linespoints linewidth 2 pointtype 9 pointsize 1.2 linecolor rgb "#17becf" title "boltzmann-rel-W8-rope" noenhanced, \
+     'curves_charlm_T1024_C128_ffn1.dat' index 21 using ($1+7.2):3:5:6 with yerrorbars linewidth 2 pointtype 8 pointsize 2 linecolor rgb "#17becf" notitle, \
      NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 108 items"
