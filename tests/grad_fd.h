@@ -1,8 +1,9 @@
 /* Central finite differences for the double-precision gradient checks
- * (test_grad_f64.c: the layers; test_grad_model_f64.c: the whole model):
+ * (test_grad_f64.c: the layers; test_grad_model_f64.c: the whole model;
+ * test_op.c: the op's float64 entry points):
  * the step, the tolerance and the relative error the checks compare by, and
- * the approximate engines' tight convergence. Built against the double
- * library (BA_DOUBLE), so ba_real is double. Needs <cmocka.h> (after its
+ * the approximate engines' tight convergence. Every helper takes
+ * double arrays, whatever ba_real is. Needs <cmocka.h> (after its
  * own prerequisites), <math.h> and "model/model.h".
  *
  * Measure: per tensor, ||analytic - numeric||_2 / ||numeric||_2 < 1e-6

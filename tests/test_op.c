@@ -21,9 +21,7 @@
 #include <string.h>
 
 #include "model/model.h"
-
-#define FD_EPS 1e-5
-#define REL_TOL 1e-6
+#include "grad_fd.h" /* FD_EPS, REL_TOL, rel_err, TIGHT: the f64 gradient checks' */
 
 /* One configuration of the op. */
 typedef struct {
@@ -63,10 +61,6 @@ static const variant VARIANTS[] = {
     {"coupling alibi", BA_ATTN_COUPLING, BA_ENGINE_FAST, 0, 0, 0, 0, 0, 1},
 };
 #define NVARIANTS (int)(sizeof VARIANTS / sizeof VARIANTS[0])
-
-/* The approximate engines converged far below the finite differences'
- * resolution (as in test_grad_f64.c). */
-static const ba_approx TIGHT = {0.5, 1e-14, 20000};
 
 static ba_attn_op_desc desc_of(const variant *v, int B, int H, int T, int d)
 {
@@ -275,19 +269,6 @@ static void test_layer_vs_op(void **state)
 }
 
 /* ------------------------------------------------ finite differences */
-
-static double rel_err(const double *a, const double *n, size_t len)
-{
-    double d = 0.0, nn = 0.0, na = 0.0;
-    for (size_t i = 0; i < len; i++) {
-        d += (a[i] - n[i]) * (a[i] - n[i]);
-        nn += n[i] * n[i];
-        na += a[i] * a[i];
-    }
-    if (sqrt(nn) < 1e-11 && sqrt(na) < 1e-11)
-        return 0.0;
-    return sqrt(d) / fmax(sqrt(nn), 1e-300);
-}
 
 static double op_loss(problem *p, ba_attn_op_ctx *ctx)
 {
