@@ -208,10 +208,13 @@ expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- "$LABBIN" plan qui
 check "plan: more-seeds after the grid's extrapolation, with 5 seeds" '[ $? = 0 ] &&
     grep -A1 "^chain0 extrapolate charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 more-seeds charlm-T256-2400 3 .* --seeds 5 .*--out @OUT/charlm-T256-2400$" &&
     grep -A1 "^chain0 more-seeds charlm-T256-2400 " "$TMP/plan-s" | grep -q "^chain0 extrapolate charlm-T256-2400 " &&
-    [ "$(grep -c "^order more-seeds " "$TMP/plan-s")" = 10 ] && ! grep -q "^order more-seeds charlm-T256-1200 " "$TMP/plan-s"'
+    [ "$(grep -c "^order more-seeds " "$TMP/plan-s")" = 11 ] && ! grep -q "^order more-seeds charlm-T256-1200 " "$TMP/plan-s"'
 check "plan: the 4,800-step rung only if the 2,400-step one left a claim unsettled" \
     'grep -q "^chain0 if-unsettled charlm-T256-4800 charlm-T256-2400 .* --steps 4800 .*--out @OUT/charlm-T256-4800$" "$TMP/plan-s" &&
     ! grep -q "ablate charlm-T256-4800 " "$TMP/plan-s"'
+check "plan: the log-n 1,200-step rung only if the 600-step one left a claim unsettled" \
+    'grep -A1 "^chain0 couplings charlm-T256-logn " "$TMP/plan-s" | grep -q "^chain0 if-unsettled charlm-T256-logn-1200 charlm-T256-logn .* --steps 1200 .*--out @OUT/charlm-T256-logn-1200$" &&
+    ! grep -q "ablate charlm-T256-logn-1200 " "$TMP/plan-s"'
 check "plan: no more-seeds where STUDY_SEEDS_MORE adds none" '[ "$(env STUDY_SEEDS_MORE=3 "$LABBIN" plan study | grep -c more-seeds)" = 0 ]'
 python3 -c "
 import json, sys
