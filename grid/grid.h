@@ -446,6 +446,7 @@ int cmd_more_seeds(int argc, char **argv);
 int cmd_settled(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_eval_engines(int argc, char **argv);
+int cmd_cost(int argc, char **argv);
 
 /* approx --doc DOC --from DIR (lab/approx_doc.c): the Markdown document
  * of the approximate engines' accuracy from DIR/accuracy.json and, when

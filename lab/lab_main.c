@@ -64,6 +64,7 @@ static void print_main_help(void)
            "  dqa      calibrate simulated quantum annealing against the exact distribution\n"
            "  approx   accuracy of the approximate engines (mf, tap, bp, hybrid) against exact\n"
            "  eval-engines  a grid's Ising runs evaluated with other engines\n"
+           "  cost     what a training step of each arm of grids costs, timed side by side\n"
            "  version  print the version\n\n"
            "'%s COMMAND --help' lists a command's options and their defaults. Training,\n"
            "grids (ablate), plots and couplings: boltzattn.\n",
@@ -77,6 +78,6 @@ int main(int argc, char **argv)
     static const cli_command cmds[] = {
         {"plan", cmd_plan}, {"summary", cmd_summary}, {"report", cmd_report},
         {"dqa", cmd_dqa},   {"approx", cmd_approx},   {"eval-engines", cmd_eval_engines},
-        {"more-seeds", cmd_more_seeds}, {"settled", cmd_settled}};
+        {"more-seeds", cmd_more_seeds}, {"settled", cmd_settled}, {"cost", cmd_cost}};
     return cli_main(argc, argv, cmds, sizeof cmds / sizeof cmds[0], print_main_help);
 }

@@ -171,8 +171,9 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
 /* report_study.c: the study preset's section: its grids of one task, T
  * and C at different budgets (a ladder) read at equal steps (each rung's
  * arms against its reference, with the training time per run) and at
- * equal wall-clock compute (each arm's rung against the reference's
- * largest rung that took no longer per run). want: the preset's grids
+ * equal compute (each arm's rung against the reference's largest rung
+ * that costs no more per run: priced by a rung's cost.json when one
+ * names every arm of the family, else the runs' wall-clock times). want: the preset's grids
  * (others under out are left out). preset (NULL: none): its plan, whose
  * "order" opens the section with a row per grid (runs finished, arms and
  * seeds still to train, rungs not run yet). standalone: with its own
@@ -180,6 +181,13 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
 int rep_study_section(const command *c, const char *out, const char *prefix,
                       const rep_grids *gs, const lab_names *want, const cJSON *preset,
                       int standalone, FILE *f);
+/* cost.c: the ms a training step of the arm labelled label (lab_arm_label)
+ * at T, C and ffn costs, from grid_dir/cost.json (`boltzattn-lab cost`),
+ * into *ms, with the machine it was measured on into machine (mlen
+ * bytes). 1 found, 0 no such file or entry, or minus an exit code after
+ * printing (the file is damaged: what is wrong, naming the file). */
+int lab_cost_lookup(const command *c, const char *grid_dir, const char *label, int T, int C,
+                    int ffn, double *ms, char *machine, size_t mlen);
 /* report_extrap.c: the length extrapolation of a charlm rung x of the
  * study at ffn, from x's extrapolation file: every arm's perplexity at its
  * trained T and each longer T (mean ± sd over the runs with an entry; a

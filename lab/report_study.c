@@ -260,26 +260,97 @@ static void equal_steps(const st_family *fm, int ffn, FILE *f)
     fputc('\n', f);
 }
 
+/* The family's step costs at ffn from one calibration: the cost.json of
+ * the first rung (budget order) that names every arm of the family, into
+ * ms[a] (fm->arm's order), that rung into *src and the machine measured
+ * on into machine. Costs of one file only: arms timed side by side, not
+ * at different times. 1 priced, 0 none names every arm, or minus an exit
+ * code after printing (a damaged file). */
+static int family_costs(const command *c, const st_family *fm, int ffn, double *ms,
+                        const rep_grid **src, char *machine, size_t mlen)
+{
+    for (int k = 0; k < fm->n; k++) {
+        const rep_grid *x = fm->g[k];
+        int all = 1;
+        for (int a = 0; a < fm->narm && all; a++) {
+            char label[160];
+            lab_arm_label(fm->arm[a], label, sizeof label);
+            int r = lab_cost_lookup(c, x->dir, label, x->g.T[0], x->g.C[0], ffn, &ms[a], machine,
+                                    mlen);
+            if (r < 0)
+                return r;
+            all = r == 1;
+        }
+        if (all) {
+            *src = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Seconds a run of the family's arm fa at rung x costs: its steps at the
+ * measured cost a step where priced (ms), else its cell's mean training
+ * time s. */
+static double run_cost(const double *ms, int fa, const rep_grid *x, const st_cell *s)
+{
+    return ms ? 1e-3 * ms[fa] * (double)x->g.train.steps : s->wall;
+}
+
+/* The equal-compute header: how runs are priced. */
+static void compute_header(const st_family *fm, const double *ms, const rep_grid *src,
+                           const char *machine, const char *rlabel, FILE *f)
+{
+    if (!ms) {
+        fprintf(f, "Equal wall-clock compute (no cost file of a rung names every arm: "
+                   "`boltzattn-lab cost`): each arm's budget against `%s` at its largest budget "
+                   "that took no longer per run, else at the arm's own (marked); the effect "
+                   "paired on the seeds both hold:\n\n",
+                rlabel);
+        return;
+    }
+    fprintf(f, "Equal compute: each run priced at its training steps times its arm's cost a "
+               "step, every arm's step timed side by side in one process (`boltzattn-lab cost`, "
+               "`%s/cost.json`, on %s; evaluations not counted): ",
+            src->name, machine);
+    for (int a = 0; a < fm->narm; a++) {
+        char label[160];
+        lab_arm_label(fm->arm[a], label, sizeof label);
+        fprintf(f, "%s`%s` %.4g ms", a ? ", " : "", label, ms[a]);
+    }
+    fprintf(f, ". Each arm's budget against `%s` at its largest budget that costs no more per "
+               "run, else at the arm's own (marked); minutes per run are those prices; the "
+               "effect paired on the seeds both hold:\n\n",
+            rlabel);
+}
+
 /* The equal-compute table of one family at ffn: each arm's rung against
- * the reference's largest rung that took no longer per run (else the
- * arm's own, marked). */
-static void equal_compute(const st_family *fm, int ffn, FILE *f)
+ * the reference's largest rung that costs no more per run (else the
+ * arm's own, marked). 0 or an exit code after printing. */
+static int equal_compute(const command *c, const st_family *fm, int ffn, FILE *f)
 {
     const rep_grid *top = fm->g[fm->n - 1];
     ba_task t = top->g.task;
-    int ref = lab_softmax_arm(&top->g);
+    int ref = lab_softmax_arm(&top->g), rfa = -1;
     if (ref < 0)
-        return;
+        return 0;
+    for (int a = 0; a < fm->narm && rfa < 0; a++)
+        if (same_arm(fm->arm[a], &top->g.arms[ref]))
+            rfa = a;
+    double cost[ST_MAX_ARMS];
+    const rep_grid *src = NULL;
+    char machine[256] = "";
+    int priced = family_costs(c, fm, ffn, cost, &src, machine, sizeof machine);
+    if (priced < 0)
+        return -priced;
+    const double *ms = priced ? cost : NULL;
     char rlabel[160];
     lab_arm_label(&top->g.arms[ref], rlabel, sizeof rlabel);
-    fprintf(f, "Equal wall-clock compute: each arm's budget against `%s` at its largest budget "
-               "that took no longer per run, else at the arm's own (marked); the effect paired on "
-               "the seeds both hold:\n\n"
-               "| arm | steps, minutes per run | reference steps, minutes per run | effect "
-               "[95 %% CI] | seeds | reading |\n|---|---|---|---|---|---|\n",
-            rlabel);
+    compute_header(fm, ms, src, machine, rlabel, f);
+    fprintf(f, "| arm | steps, minutes per run | reference steps, minutes per run | effect "
+               "[95 %% CI] | seeds | reading |\n|---|---|---|---|---|---|\n");
     for (int a = 0; a < fm->narm; a++) {
-        if (same_arm(fm->arm[a], &top->g.arms[ref]))
+        if (a == rfa)
             continue;
         char label[160];
         lab_arm_label(fm->arm[a], label, sizeof label);
@@ -289,30 +360,34 @@ static void equal_compute(const st_family *fm, int ffn, FILE *f)
             st_cell s = ax >= 0 ? cell_of(x, ax, ffn) : (st_cell){0, 0, 0, 0};
             if (s.n == 0)
                 continue;
-            /* the reference rung: the largest budget at no more time per
+            double sc = run_cost(ms, a, x, &s), rc = 0;
+            /* the reference rung: the largest budget at no more cost per
              * run, else the arm's own (equal steps, the reference given
              * more). Rungs of one budget (a grid trained again beside the
-             * ladder, e.g. with arms of its own) differ in time by load
-             * alone: of those, the one that pairs the most seeds with the
-             * arm, then the arm's own grid. */
+             * ladder, e.g. with arms of its own) cost the same where
+             * priced and differ in time by load alone: of those, the one
+             * that pairs the most seeds with the arm, then the arm's own
+             * grid. */
             const rep_grid *y = NULL;
             int ry = -1, more = 0, np = 0;
-            st_cell rs = {0, 0, 0, 0};
             for (int j = 0; j < fm->n; j++) {
                 const rep_grid *z = fm->g[j];
                 int r = arm_in(z, &top->g.arms[ref]);
-                st_cell c = r >= 0 ? cell_of(z, r, ffn) : (st_cell){0, 0, 0, 0};
-                if (c.n == 0 || c.wall > s.wall)
+                st_cell cz = r >= 0 ? cell_of(z, r, ffn) : (st_cell){0, 0, 0, 0};
+                double zc = run_cost(ms, rfa, z, &cz);
+                if (cz.n == 0 || zc > sc)
                     continue;
                 double e0, lo0, hi0;
                 int n = paired(x, ax, z, r, ffn, &e0, &lo0, &hi0);
                 long zs = z->g.train.steps, ys = y ? y->g.train.steps : -1;
                 if (!y || zs > ys || (zs == ys && (n > np || (n == np && z == x))))
-                    y = z, ry = r, rs = c, np = n;
+                    y = z, ry = r, rc = zc, np = n;
             }
-            if (!y && (ry = arm_in(x, &top->g.arms[ref])) >= 0 &&
-                (rs = cell_of(x, ry, ffn)).n > 0)
-                y = x, more = 1;
+            if (!y && (ry = arm_in(x, &top->g.arms[ref])) >= 0) {
+                st_cell cx = cell_of(x, ry, ffn);
+                if (cx.n > 0)
+                    y = x, more = 1, rc = run_cost(ms, rfa, x, &cx);
+            }
             if (!y)
                 continue;
             double e, lo, hi;
@@ -320,12 +395,13 @@ static void equal_compute(const st_family *fm, int ffn, FILE *f)
             char eff[96];
             fmt_effect(t, n, e, lo, hi, eff, sizeof eff);
             fprintf(f, "| %s | %ld, %.1f | %ld, %.1f%s | %s | %d | %s |\n", label,
-                    x->g.train.steps, s.wall / 60.0, y->g.train.steps, rs.wall / 60.0,
+                    x->g.train.steps, sc / 60.0, y->g.train.steps, rc / 60.0,
                     more ? " (more than the arm's: no rung as short)" : "", eff, n,
                     n ? reading(t, lo, hi) : "not yet measured");
         }
     }
     fputc('\n', f);
+    return 0;
 }
 
 /* ------------------------------------------------------ learning rates */
@@ -607,7 +683,9 @@ int rep_study_section(const command *c, const char *out, const char *prefix,
                "position embeddings. Minutes per run: the training time of run.json (every "
                "call of a resumed run, periodic evaluations included), on the machines named "
                "above, two runs side by side (one thread each): the times compare arms run "
-               "under the same load, not machines.\n\n");
+               "under the same load, not machines. Equal compute prices the runs instead by "
+               "each arm's cost a step measured side by side (`boltzattn-lab cost`) where a "
+               "rung holds such a file for every arm of its ladder.\n\n");
     progress(gs, preset, f);
     unsigned char *done = calloc((size_t)gs->n + 1, 1);
     if (!done)
@@ -645,7 +723,11 @@ int rep_study_section(const command *c, const char *out, const char *prefix,
                            "this section's limits of %d grids and %d arms a family.\n\n",
                         fm.left_rungs, fm.left_arms, ST_MAX_RUNGS, ST_MAX_ARMS);
             equal_steps(&fm, ffn, f);
-            equal_compute(&fm, ffn, f);
+            int rc = equal_compute(c, &fm, ffn, f);
+            if (rc) {
+                free(done);
+                return rc;
+            }
             if (fi == 0) /* one figure holds every FFN setting's panel */
                 learning_curves(&fm, prefix, f);
             for (int k = 0; k < fm.n; k++)

@@ -384,6 +384,56 @@ check "study section: equal compute picks the longest reference rung at no more 
     grep -q "^| boltzmann | 20, 0.1 | 20, 0.2 (more than the arm.s: no rung as short) | .* | 2 | " "$TMP/st.md" &&
     grep -q "^| boltzmann | 40, 1.7 | 40, 0.3 | .* | 2 | " "$TMP/st.md" &&
     grep -q "^| coupling | 20, 0.8 | 40, 0.3 | .* | 2 | " "$TMP/st.md"'
+# equal compute priced: `boltzattn-lab cost` times every arm of g20 and
+# g20x side by side into g20/cost.json; with its costs then set by hand
+# (ms a step: softmax 3000, sigmoid 4000, boltzmann 7000, coupling 1000)
+# each run is priced at steps x cost: sigmoid at 20 steps (1.3 min) meets
+# softmax at 20 (1.0; at 40 it costs 2.0), sigmoid at 40 (2.7) softmax at
+# 40, boltzmann at 20 (2.3) softmax at 40, and coupling (0.3) is cheaper
+# than every softmax rung: its own, marked. Wall times said otherwise
+# (sigmoid at 20 met softmax at 40 above).
+SC="$TMP/studyc"
+cp -r "$S" "$SC"
+"$LABBIN" cost "$SC/g20" "$SC/g20x" --steps 1 --rounds 2 --threads 1 >"$TMP/cost.out" 2>&1
+costrc=$?
+python3 - "$SC/g20/cost.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "boltzattn-cost" and d["version"] == 1, d
+assert d["rounds"] == 2 and d["steps"] == 1 and d["threads"] == 1 and d["grids"] == ["g20", "g20x"], d
+assert [e["arm"] for e in d["entries"]] == ["softmax", "sigmoid", "boltzmann", "coupling"], d
+for e in d["entries"]:
+    assert (e["T"], e["C"], e["ffn"]) == (8, 8, 1) and len(e["rounds_ms"]) == 2, e
+    assert 0 < min(e["rounds_ms"]) <= e["ms_per_step"] <= max(e["rounds_ms"]), e
+ms = {"softmax": 3000, "sigmoid": 4000, "boltzmann": 7000, "coupling": 1000}
+for e in d["entries"]:
+    e["ms_per_step"] = ms[e["arm"]]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+costok=$?
+check "cost: each arm of both grids timed once, rounds kept, the median between them, a table" '[ $costrc = 0 ] && [ $costok = 0 ] &&
+    grep -q "^boltzmann  *8  *8  *1  *[0-9.e+-]*  *[0-9.]*$" "$TMP/cost.out" && grep -q "^(ratio: against softmax; written to $SC/g20/cost.json)$" "$TMP/cost.out"' || cat "$TMP/cost.out"
+"$LABBIN" report "$SC" --preset study --section-only >"$TMP/sc.md" 2>"$TMP/sc.err"
+check "study section: equal compute priced by the cost file of a rung naming every arm" '[ $? = 0 ] && [ ! -s "$TMP/sc.err" ] &&
+    grep -q "^Equal compute: each run priced at its training steps times its arm.s cost a step, .*\`g20/cost.json\`, on .*: \`softmax\` 3000 ms, \`sigmoid\` 4000 ms, \`boltzmann\` 7000 ms, \`coupling\` 1000 ms\. " "$TMP/sc.md" &&
+    grep -q "^| sigmoid | 20, 1.3 | 20, 1.0 | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| sigmoid | 40, 2.7 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| boltzmann | 20, 2.3 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| boltzmann | 40, 4.7 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| coupling | 20, 0.3 | 20, 1.0 (more than the arm.s: no rung as short) | .* | 2 | " "$TMP/sc.md" &&
+    [ "$(grep -c "^Equal compute: each run priced" "$TMP/sc.md")" = 1 ] &&
+    [ "$(grep -c "^Equal wall-clock compute (no cost file of a rung names every arm" "$TMP/sc.md")" = 2 ]' || cat "$TMP/sc.err"
+sed -i 's/"ms_per_step": 4000/"ms_per_step": -1/' "$SC/g20/cost.json"
+expect 2 "$SC/g20/cost.json: entries[1].ms_per_step must be a positive number" -- "$LABBIN" report "$SC" --preset study --section-only
+printf '{"format": "boltzattn-cost"' >"$SC/g20/cost.json"
+expect 2 "$SC/g20/cost.json: not a cost file of version 1" -- "$LABBIN" report "$SC" --preset study --section-only
+expect 2 "$SC/g40b trains another setup than $SC/g20 (its batch differs)" -- "$LABBIN" cost "$SC/g20" "$SC/g40b"
+expect 2 "" -- "$LABBIN" cost "$TMP/no-such-grid"
+expect 2 "--steps" -- "$LABBIN" cost "$SC/g20" --steps 0
+expect 2 "the grid directory GRID is required" -- "$LABBIN" cost
+rm -f "$SC/g20/cost.json" && mkdir "$SC/g20/cost.json"
+expect 2 "GRID/cost.json" -- "$LABBIN" cost "$SC/g20" --steps 1 --rounds 1
+check "cost: a directory in the file's place is left as it was" '[ -d "$SC/g20/cost.json" ]'
 # recall's solved column: the runs at 99 % or more of the queried values,
 # counted per arm and rung (values set by hand: 100 and 50 for softmax,
 # 99.5 and 98.9 for sigmoid); brackets and charlm tables have no such column
