@@ -15,7 +15,7 @@
  * compute.
  *
  * Every grid named must train the same model setup (task, T, C, FFN,
- * layers, heads, batch): their arms join one table, the first grid's
+ * layers, heads, batch, the task's data sizes): their arms join one table, the first grid's
  * arms first, an arm named by several grids measured once (by label).
  * The table goes to GRID/cost.json (the first grid's), rewritten
  * atomically:
@@ -27,8 +27,9 @@
  *                 "rounds_ms": [one per round]}, ...]}
  *
  * and as a table with each arm's ratio to the reference arm on stdout.
- * The report (report_study.c) prices a family's runs with the file of a
- * rung that names every arm of the family (lab_cost_lookup). */
+ * The report (report_study.c) prices a ladder's runs with the file of a
+ * grid of its setup (any budget or learning rate: neither changes what a
+ * step costs) that names every arm of the ladder (lab_cost_lookup). */
 #include "report.h"
 
 #include <limits.h>
@@ -99,6 +100,10 @@ static const char *other_setup(const lab_grid *g, const lab_grid *x)
         return "layers or heads";
     if (x->train.batch != g->train.batch)
         return "batch";
+    /* the data of the first grid is every arm's: the task's own sizes */
+    if (x->data.kinds != g->data.kinds || x->data.recall_vocab != g->data.recall_vocab ||
+        x->data.pairs != g->data.pairs || x->data.max_depth != g->data.max_depth)
+        return "data";
     return NULL;
 }
 
@@ -226,7 +231,7 @@ static void print_table(const cost_entry *e, int n, int rounds, const char *path
             if (!strcmp(e[j].label, rl) && e[j].T == e[i].T && e[j].C == e[i].C &&
                 e[j].ffn == e[i].ffn)
                 r = ms / median_of(e[j].ms, rounds);
-        printf("%-40s %6d %5d %4d %12.4g %10.2f\n", e[i].label, e[i].T, e[i].C, e[i].ffn, ms, r);
+        printf("%-40s %6d %5d %4d %12.3f %10.2f\n", e[i].label, e[i].T, e[i].C, e[i].ffn, ms, r);
     }
     printf("(ratio: against %s; written to %s)\n", *rl ? rl : "no reference arm", path);
 }

@@ -172,8 +172,9 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
  * and C at different budgets (a ladder) read at equal steps (each rung's
  * arms against its reference, with the training time per run) and at
  * equal compute (each arm's rung against the reference's largest rung
- * that costs no more per run: priced by a rung's cost.json when one
- * names every arm of the family, else the runs' wall-clock times). want: the preset's grids
+ * that costs no more per run: priced by the cost.json of a grid of the
+ * ladder's setup, any budget or learning rate, that names every arm of
+ * the ladder, else the runs' wall-clock times). want: the preset's grids
  * (others under out are left out). preset (NULL: none): its plan, whose
  * "order" opens the section with a row per grid (runs finished, arms and
  * seeds still to train, rungs not run yet). standalone: with its own

@@ -261,16 +261,19 @@ static void equal_steps(const st_family *fm, int ffn, FILE *f)
 }
 
 /* The family's step costs at ffn from one calibration: the cost.json of
- * the first rung (budget order) that names every arm of the family, into
- * ms[a] (fm->arm's order), that rung into *src and the machine measured
- * on into machine. Costs of one file only: arms timed side by side, not
- * at different times. 1 priced, 0 none names every arm, or minus an exit
- * code after printing (a damaged file). */
-static int family_costs(const command *c, const st_family *fm, int ffn, double *ms,
-                        const rep_grid **src, char *machine, size_t mlen)
+ * the first grid of gs with the family's setup (a step costs the same
+ * whatever the budget or the learning rate) that names every arm of the
+ * family, into ms[a] (fm->arm's order), that grid into *src and the
+ * machine measured on into machine. Costs of one file only: arms timed
+ * side by side, not at different times. 1 priced, 0 none names every
+ * arm, or minus an exit code after printing (a damaged file). */
+static int family_costs(const command *c, const rep_grids *gs, const st_family *fm, int ffn,
+                        double *ms, const rep_grid **src, char *machine, size_t mlen)
 {
-    for (int k = 0; k < fm->n; k++) {
-        const rep_grid *x = fm->g[k];
+    for (int k = 0; k < gs->n; k++) {
+        const rep_grid *x = &gs->v[k];
+        if (x->g.nT != 1 || x->g.nC != 1 || !same_setup(x, fm->g[0]))
+            continue;
         int all = 1;
         for (int a = 0; a < fm->narm && all; a++) {
             char label[160];
@@ -302,10 +305,10 @@ static void compute_header(const st_family *fm, const double *ms, const rep_grid
                            const char *machine, const char *rlabel, FILE *f)
 {
     if (!ms) {
-        fprintf(f, "Equal wall-clock compute (no cost file of a rung names every arm: "
-                   "`boltzattn-lab cost`): each arm's budget against `%s` at its largest budget "
-                   "that took no longer per run, else at the arm's own (marked); the effect "
-                   "paired on the seeds both hold:\n\n",
+        fprintf(f, "Equal wall-clock compute (no cost file of a grid of this setup names every "
+                   "arm: `boltzattn-lab cost`): each arm's budget against `%s` at its largest "
+                   "budget that took no longer per run, else at the arm's own (marked); the "
+                   "effect paired on the seeds both hold:\n\n",
                 rlabel);
         return;
     }
@@ -327,7 +330,8 @@ static void compute_header(const st_family *fm, const double *ms, const rep_grid
 /* The equal-compute table of one family at ffn: each arm's rung against
  * the reference's largest rung that costs no more per run (else the
  * arm's own, marked). 0 or an exit code after printing. */
-static int equal_compute(const command *c, const st_family *fm, int ffn, FILE *f)
+static int equal_compute(const command *c, const rep_grids *gs, const st_family *fm, int ffn,
+                         FILE *f)
 {
     const rep_grid *top = fm->g[fm->n - 1];
     ba_task t = top->g.task;
@@ -340,7 +344,7 @@ static int equal_compute(const command *c, const st_family *fm, int ffn, FILE *f
     double cost[ST_MAX_ARMS];
     const rep_grid *src = NULL;
     char machine[256] = "";
-    int priced = family_costs(c, fm, ffn, cost, &src, machine, sizeof machine);
+    int priced = family_costs(c, gs, fm, ffn, cost, &src, machine, sizeof machine);
     if (priced < 0)
         return -priced;
     const double *ms = priced ? cost : NULL;
@@ -685,7 +689,7 @@ int rep_study_section(const command *c, const char *out, const char *prefix,
                "above, two runs side by side (one thread each): the times compare arms run "
                "under the same load, not machines. Equal compute prices the runs instead by "
                "each arm's cost a step measured side by side (`boltzattn-lab cost`) where a "
-               "rung holds such a file for every arm of its ladder.\n\n");
+               "grid of the ladder's setup holds such a file for every arm of the ladder.\n\n");
     progress(gs, preset, f);
     unsigned char *done = calloc((size_t)gs->n + 1, 1);
     if (!done)
@@ -723,7 +727,7 @@ int rep_study_section(const command *c, const char *out, const char *prefix,
                            "this section's limits of %d grids and %d arms a family.\n\n",
                         fm.left_rungs, fm.left_arms, ST_MAX_RUNGS, ST_MAX_ARMS);
             equal_steps(&fm, ffn, f);
-            int rc = equal_compute(c, &fm, ffn, f);
+            int rc = equal_compute(c, gs, &fm, ffn, f);
             if (rc) {
                 free(done);
                 return rc;

@@ -391,7 +391,9 @@ check "study section: equal compute picks the longest reference rung at no more 
 # softmax at 20 (1.0; at 40 it costs 2.0), sigmoid at 40 (2.7) softmax at
 # 40, boltzmann at 20 (2.3) softmax at 40, and coupling (0.3) is cheaper
 # than every softmax rung: its own, marked. Wall times said otherwise
-# (sigmoid at 20 met softmax at 40 above).
+# (sigmoid at 20 met softmax at 40 above). The same file prices the ladder
+# at another learning rate (g20lr: the same steps cost the same), not the
+# one at another batch (g40b).
 SC="$TMP/studyc"
 cp -r "$S" "$SC"
 "$LABBIN" cost "$SC/g20" "$SC/g20x" --steps 1 --rounds 2 --threads 1 >"$TMP/cost.out" 2>&1
@@ -421,8 +423,8 @@ check "study section: equal compute priced by the cost file of a rung naming eve
     grep -q "^| boltzmann | 20, 2.3 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
     grep -q "^| boltzmann | 40, 4.7 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
     grep -q "^| coupling | 20, 0.3 | 20, 1.0 (more than the arm.s: no rung as short) | .* | 2 | " "$TMP/sc.md" &&
-    [ "$(grep -c "^Equal compute: each run priced" "$TMP/sc.md")" = 1 ] &&
-    [ "$(grep -c "^Equal wall-clock compute (no cost file of a rung names every arm" "$TMP/sc.md")" = 2 ]' || cat "$TMP/sc.err"
+    [ "$(grep -c "^Equal compute: each run priced .*\`g20/cost.json\`" "$TMP/sc.md")" = 2 ] &&
+    [ "$(grep -c "^Equal wall-clock compute (no cost file of a grid of this setup names every arm" "$TMP/sc.md")" = 1 ]' || cat "$TMP/sc.err"
 sed -i 's/"ms_per_step": 4000/"ms_per_step": -1/' "$SC/g20/cost.json"
 expect 2 "$SC/g20/cost.json: entries[1].ms_per_step must be a positive number" -- "$LABBIN" report "$SC" --preset study --section-only
 printf '{"format": "boltzattn-cost"' >"$SC/g20/cost.json"
@@ -471,6 +473,10 @@ check "study section: recall counts the solved runs (>= 99 %) of each arm; brack
 check "study section: equal compute takes the largest reference budget at no more time, of one budget the rung pairing most seeds" '
     grep -q "^| sigmoid | 10, 0.3 | 20, 0.2 | .* | 2 | " "$TMP/sr.md" &&
     grep -q "^| boltzmann | 10, 0.2 | 20, 0.2 | .* | 2 | " "$TMP/sr.md"'
+# cost joins grids of one data only: recall with 3 pairs is another task's data
+"$BIN" ablate --task recall --T 16 --pairs 3 --recall-vocab 8 --embd 8 --batch 8 --eval-every 5 \
+    --eval-items 16 --attn softmax --seeds 1 --steps 5 --out "$TMP/r5p3" >/dev/null 2>&1
+expect 2 "$TMP/r5p3 trains another setup than $SR/r10 (its data differs)" -- "$LABBIN" cost "$SR/r10" "$TMP/r5p3"
 # seed 1 alone (the seeds both rates have), and the better rate of each
 acc1() { python3 -c "
 import json, glob, sys
