@@ -8,10 +8,12 @@
  * differ from each other. Here every arm of the grids is built as its
  * cells are (lab_cell_config, the first seed) and stepped with the
  * library's training step (ba_trainer_step: batch, forward, backward,
- * AdamW) in rounds: each round times `steps` steps of every arm, starting
- * one arm later than the round before, so a change of load during the
- * measurement falls on every arm alike. An arm's cost is the median of
- * its rounds. Evaluations are not timed: equal compute is training
+ * AdamW) in rounds: each round times a visit of every arm, starting one
+ * arm later than the round before, so a change of load during the
+ * measurement falls on every arm alike. A visit is `steps` steps, or more
+ * where those would take under `visit_s` seconds by the untimed first
+ * step: a visit of a few milliseconds is mostly the scheduler's noise on
+ * a busy machine. An arm's cost is the median of its rounds. Evaluations are not timed: equal compute is training
  * compute.
  *
  * Every grid named must train the same model setup (task, T, C, FFN,
@@ -21,10 +23,11 @@
  * atomically:
  *
  *   {"format": "boltzattn-cost", "version": 1, "machine": "...",
- *    "threads": N, "steps": S, "rounds": R, "grids": [NAME, ...],
+ *    "threads": N, "steps": S, "visit_s": V, "rounds": R, "grids": [NAME, ...],
  *    "load_1min": [at start, at end],
  *    "entries": [{"arm": LABEL, "T", "C", "ffn", "ms_per_step": median,
- *                 "rounds_ms": [one per round]}, ...]}
+ *                 "visit_steps": steps a visit, "rounds_ms": [one per round]},
+ *                ...]}
  *
  * and as a table with each arm's ratio to the reference arm on stdout.
  * The report (report_study.c) prices a ladder's runs with the file of a
@@ -40,9 +43,13 @@
 #define COST_MAX 256   /* entries: arms x T x C x FFN settings */
 #define COST_GRIDS 16  /* grids a measurement joins */
 #define COST_ROUNDS 100
+#define COST_VISIT_MAX 100000 /* steps a visit at most */
 
 static opt cost_opts[] = {
-    {"steps", "N", "3", "timed training steps of each arm in a round (1..1000)", 0, 0},
+    {"steps", "N", "3", "timed training steps of each arm in a round, at least (1..1000)", 0,
+     0},
+    {"visit-s", "S", "1", "seconds a visit should take at least: more steps for fast arms "
+     "(0..60)", 0, 0},
     {"rounds", "N", "3", "rounds; each times every arm once (1..100)", 0, 0},
     {"data", "PATH", "$BA_DATA, else data/tinyshakespeare.txt", "charlm: the text", 0, 0},
     {"threads", "N", "idle cores", "OpenMP threads (at most the CPUs); the study's runs use 1",
@@ -54,8 +61,9 @@ static const command cost_cmd = {
     "GRID [MORE_GRID...] [options]\n\n"
     "Times one training step of every arm of GRID (and of each MORE_GRID, which must\n"
     "train the same task, T, C, FFN settings, layers, heads and batch), side by side:\n"
-    "one untimed step each, then --rounds rounds of --steps steps of every arm, each\n"
-    "round starting one arm later. Writes the median of each arm's rounds, in ms a\n"
+    "one untimed step each, then --rounds rounds of --steps steps of every arm (more\n"
+    "where they would take under --visit-s seconds), each round starting one arm\n"
+    "later. Writes the median of each arm's rounds, in ms a\n"
     "step, to GRID/cost.json (rewritten) and prints it with each arm's ratio to the\n"
     "reference arm. The study report's equal-compute tables price runs with it.\n"
     "Trains nothing: no run directory is written.",
@@ -65,6 +73,7 @@ static const command cost_cmd = {
 typedef struct {
     const lab_grid *g;
     int arm, T, C, ffn, ti; /* ti: index of T in the grid's data list */
+    int visit;              /* steps a visit */
     char label[160];
     ba_trainer *t;
     double ms[COST_ROUNDS];
@@ -118,7 +127,7 @@ static int list_entries(const command *c, const lab_grid *gs, int ng, cost_entry
             for (int ti = 0; ti < g->nT; ti++)
                 for (int ci = 0; ci < g->nC; ci++)
                     for (int a = 0; a < g->narms; a++) {
-                        cost_entry x = {g, a, g->T[ti], g->C[ci], g->ffn[f], ti, "", NULL, {0}};
+                        cost_entry x = {g, a, g->T[ti], g->C[ci], g->ffn[f], ti, 0, "", NULL, {0}};
                         lab_arm_label(&g->arms[a], x.label, sizeof x.label);
                         int seen = 0;
                         for (int i = 0; i < *n && !seen; i++)
@@ -169,6 +178,7 @@ static cJSON *entries_json(const cost_entry *e, int n, int rounds)
             !cJSON_AddNumberToObject(o, "T", e[i].T) || !cJSON_AddNumberToObject(o, "C", e[i].C) ||
             !cJSON_AddNumberToObject(o, "ffn", e[i].ffn) ||
             !cJSON_AddNumberToObject(o, "ms_per_step", median_of(e[i].ms, rounds)) ||
+            !cJSON_AddNumberToObject(o, "visit_steps", e[i].visit) ||
             !cJSON_AddItemToObject(o, "rounds_ms", r) || !cJSON_AddItemToArray(a, o)) {
             cJSON_Delete(o);
             cJSON_Delete(r);
@@ -181,7 +191,8 @@ static cJSON *entries_json(const cost_entry *e, int n, int rounds)
 
 /* GRID/cost.json from the measured entries. 0 or 1 after printing. */
 static int write_cost(const command *c, const char *path, const char *const *names, int ng,
-                      const cost_entry *e, int n, int steps, int rounds, const double *load)
+                      const cost_entry *e, int n, int steps, double visit_s, int rounds,
+                      const double *load)
 {
     char machine[256];
     machine_desc(machine, sizeof machine);
@@ -194,7 +205,9 @@ static int write_cost(const command *c, const char *path, const char *const *nam
          cJSON_AddNumberToObject(o, "version", 1) &&
          cJSON_AddStringToObject(o, "machine", machine) &&
          cJSON_AddNumberToObject(o, "threads", threads_in_use()) &&
-         cJSON_AddNumberToObject(o, "steps", steps) && cJSON_AddNumberToObject(o, "rounds", rounds);
+         cJSON_AddNumberToObject(o, "steps", steps) &&
+         cJSON_AddNumberToObject(o, "visit_s", visit_s) &&
+         cJSON_AddNumberToObject(o, "rounds", rounds);
     if (ok) {
         cJSON_AddItemToObject(o, "grids", gl);
         cJSON_AddItemToObject(o, "load_1min", ld);
@@ -239,26 +252,33 @@ static void print_table(const cost_entry *e, int n, int rounds, const char *path
 /* Opens each T's dataset, builds every trainer, warms and times them. 0
  * or an exit code after printing. */
 static int measure(const command *c, const lab_grid *g0, cost_entry *e, int n, int steps,
-                   int rounds, const char *data_path)
+                   double visit_s, int rounds, const char *data_path)
 {
     char err[BA_ERR_LEN];
     ba_dataset *data[LAB_MAX_LIST] = {0};
     int rc = 0;
-    long need = 1 + (long)steps * rounds;
+    long need = 1 + (long)COST_VISIT_MAX * rounds;
     for (int ti = 0; ti < g0->nT && !rc; ti++) {
         int st = open_dataset(&g0->data, g0->T[ti], data_path, 0, &data[ti], err);
         if (st)
             rc = fail_lib(c, err, input_status(st));
     }
-    for (int i = 0; i < n && !rc; i++)
-        if (!(rc = build(c, &e[i], data[e[i].ti], data_path, need)))
-            rc = step_n(c, &e[i], 1); /* first-touch allocations, untimed */
+    for (int i = 0; i < n && !rc; i++) {
+        double t0 = now_s();
+        if ((rc = build(c, &e[i], data[e[i].ti], data_path, need)) ||
+            (rc = step_n(c, &e[i], 1))) /* first-touch allocations, untimed */
+            break;
+        /* by the first step, which is slower than the rest: at least
+         * visit_s, or about */
+        double first = now_s() - t0, v = first > 0 ? ceil(visit_s / first) : COST_VISIT_MAX;
+        e[i].visit = v > COST_VISIT_MAX ? COST_VISIT_MAX : v < steps ? steps : (int)v;
+    }
     for (int r = 0; r < rounds && !rc; r++)
         for (int k = 0; k < n && !rc; k++) {
             cost_entry *x = &e[(r + k) % n];
             double t0 = now_s();
-            if (!(rc = step_n(c, x, steps)))
-                x->ms[r] = 1000.0 * (now_s() - t0) / steps;
+            if (!(rc = step_n(c, x, x->visit)))
+                x->ms[r] = 1000.0 * (now_s() - t0) / x->visit;
         }
     for (int i = 0; i < n; i++)
         ba_trainer_free(e[i].t);
@@ -272,6 +292,7 @@ int cmd_cost(int argc, char **argv)
     const command *c = &cost_cmd;
     const char *dirs[COST_GRIDS + 1];
     int nd = 0, steps = 3, rounds = 3;
+    double visit_s = 1;
     int rc = parse_args(c, argc, argv, dirs, COST_GRIDS + 1, &nd);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -280,7 +301,8 @@ int cmd_cost(int argc, char **argv)
     if (nd > COST_GRIDS)
         return usage_error(c, "at most %d grids", COST_GRIDS);
     if ((is_set(c, "steps") && (rc = get_int(c, "steps", 1, 1000, &steps))) ||
-        (is_set(c, "rounds") && (rc = get_int(c, "rounds", 1, COST_ROUNDS, &rounds))))
+        (is_set(c, "rounds") && (rc = get_int(c, "rounds", 1, COST_ROUNDS, &rounds))) ||
+        (is_set(c, "visit-s") && (rc = get_double(c, "visit-s", 0, 60, &visit_s))))
         return rc;
     static lab_grid gs[COST_GRIDS]; /* a lab_grid is large: not on the stack */
     const char *names[COST_GRIDS];
@@ -306,10 +328,11 @@ int cmd_cost(int argc, char **argv)
     double load[2] = {NAN, NAN};
     if (!(rc = list_entries(c, gs, nd, e, &n))) {
         getloadavg(&load[0], 1);
-        rc = measure(c, &gs[0], e, n, steps, rounds, is_set(c, "data") ? get_str(c, "data") : NULL);
+        rc = measure(c, &gs[0], e, n, steps, visit_s, rounds,
+                     is_set(c, "data") ? get_str(c, "data") : NULL);
         getloadavg(&load[1], 1);
     }
-    if (!rc && !(rc = write_cost(c, path, names, nd, e, n, steps, rounds, load)))
+    if (!rc && !(rc = write_cost(c, path, names, nd, e, n, steps, visit_s, rounds, load)))
         print_table(e, n, rounds, path);
     free(e);
     return rc;
