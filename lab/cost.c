@@ -11,7 +11,7 @@
  * AdamW) in rounds: each round times a visit of every arm, starting one
  * arm later than the round before, so a change of load during the
  * measurement falls on every arm alike. A visit is `steps` steps, or more
- * where those would take under `visit_s` seconds by the untimed first
+ * where those would take under `visit_s` seconds by an untimed second
  * step: a visit of a few milliseconds is mostly the scheduler's noise on
  * a busy machine. An arm's cost is the median of its rounds. Evaluations are not timed: equal compute is training
  * compute.
@@ -61,7 +61,7 @@ static const command cost_cmd = {
     "GRID [MORE_GRID...] [options]\n\n"
     "Times one training step of every arm of GRID (and of each MORE_GRID, which must\n"
     "train the same task, T, C, FFN settings, layers, heads and batch), side by side:\n"
-    "one untimed step each, then --rounds rounds of --steps steps of every arm (more\n"
+    "two untimed steps each, then --rounds rounds of --steps steps of every arm (more\n"
     "where they would take under --visit-s seconds), each round starting one arm\n"
     "later. Writes the median of each arm's rounds, in ms a\n"
     "step, to GRID/cost.json (rewritten) and prints it with each arm's ratio to the\n"
@@ -264,13 +264,14 @@ static int measure(const command *c, const lab_grid *g0, cost_entry *e, int n, i
             rc = fail_lib(c, err, input_status(st));
     }
     for (int i = 0; i < n && !rc; i++) {
-        double t0 = now_s();
-        if ((rc = build(c, &e[i], data[e[i].ti], data_path, need)) ||
-            (rc = step_n(c, &e[i], 1))) /* first-touch allocations, untimed */
+        /* a first step for first-touch allocations, a second to size the
+         * visits by; neither counts */
+        if ((rc = build(c, &e[i], data[e[i].ti], data_path, need)) || (rc = step_n(c, &e[i], 1)))
             break;
-        /* by the first step, which is slower than the rest: at least
-         * visit_s, or about */
-        double first = now_s() - t0, v = first > 0 ? ceil(visit_s / first) : COST_VISIT_MAX;
+        double t0 = now_s();
+        if ((rc = step_n(c, &e[i], 1)))
+            break;
+        double one = now_s() - t0, v = one > 0 ? ceil(visit_s / one) : COST_VISIT_MAX;
         e[i].visit = v > COST_VISIT_MAX ? COST_VISIT_MAX : v < steps ? steps : (int)v;
     }
     for (int r = 0; r < rounds && !rc; r++)
