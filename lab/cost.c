@@ -8,9 +8,9 @@
  * differ from each other. Here every arm of the grids is built as its
  * cells are (lab_cell_config, the first seed) and stepped with the
  * library's training step (ba_trainer_step: batch, forward, backward,
- * AdamW) in rounds: each round times a visit of every arm, starting one
- * arm later than the round before, so a change of load during the
- * measurement falls on every arm alike. A visit is `steps` steps, or more
+ * AdamW) in rounds, cell (T, C, FFN) by cell: each round times a visit of
+ * every arm of the cell, starting one arm later than the round before, so
+ * a change of load during the measurement falls on every arm alike. A visit is `steps` steps, or more
  * where those would take under `visit_s` seconds by an untimed second
  * step: a visit of a few milliseconds is mostly the scheduler's noise on
  * a busy machine. An arm's cost is the median of its rounds. Evaluations are not timed: equal compute is training
@@ -249,40 +249,71 @@ static void print_table(const cost_entry *e, int n, int rounds, const char *path
     printf("(ratio: against %s; written to %s)\n", *rl ? rl : "no reference arm", path);
 }
 
-/* Opens each T's dataset, builds every trainer, warms and times them. 0
- * or an exit code after printing. */
+/* Builds the trainer of x on data, takes its two untimed steps (the
+ * first for first-touch allocations, the second to size the visits by)
+ * and sets its visit. 0 or an exit code after printing. */
+static int prepare(const command *c, cost_entry *x, const ba_dataset *data, const char *data_path,
+                   int steps, double visit_s, int rounds)
+{
+    int rc = build(c, x, data, data_path, 1 + (long)COST_VISIT_MAX * rounds);
+    if (rc || (rc = step_n(c, x, 1)))
+        return rc;
+    double t0 = now_s();
+    if ((rc = step_n(c, x, 1)))
+        return rc;
+    double one = now_s() - t0, v = one > 0 ? ceil(visit_s / one) : COST_VISIT_MAX;
+    x->visit = v > COST_VISIT_MAX ? COST_VISIT_MAX : v < steps ? steps : (int)v;
+    return 0;
+}
+
+/* Times the arms of one cell (T, C, FFN) side by side: their trainers
+ * live only while their cell is timed, so a grid of many block sizes
+ * holds one size's models at a time. The entries of the cell are
+ * e[idx[0..m-1]]. 0 or an exit code after printing. */
+static int measure_cell(const command *c, cost_entry *e, const int *idx, int m,
+                        const ba_dataset *data, const char *data_path, int steps, double visit_s,
+                        int rounds)
+{
+    int rc = 0;
+    for (int k = 0; k < m && !rc; k++)
+        rc = prepare(c, &e[idx[k]], data, data_path, steps, visit_s, rounds);
+    for (int r = 0; r < rounds && !rc; r++)
+        for (int k = 0; k < m && !rc; k++) {
+            cost_entry *x = &e[idx[(r + k) % m]];
+            double t0 = now_s();
+            if (!(rc = step_n(c, x, x->visit)))
+                x->ms[r] = 1000.0 * (now_s() - t0) / x->visit;
+        }
+    for (int k = 0; k < m; k++) {
+        ba_trainer_free(e[idx[k]].t);
+        e[idx[k]].t = NULL;
+    }
+    return rc;
+}
+
+/* Opens each T's dataset and times the entries cell by cell, in the
+ * order their cells first appear. 0 or an exit code after printing. */
 static int measure(const command *c, const lab_grid *g0, cost_entry *e, int n, int steps,
                    double visit_s, int rounds, const char *data_path)
 {
     char err[BA_ERR_LEN];
     ba_dataset *data[LAB_MAX_LIST] = {0};
-    int rc = 0;
-    long need = 1 + (long)COST_VISIT_MAX * rounds;
+    int rc = 0, idx[COST_MAX];
+    unsigned char done[COST_MAX] = {0};
     for (int ti = 0; ti < g0->nT && !rc; ti++) {
         int st = open_dataset(&g0->data, g0->T[ti], data_path, 0, &data[ti], err);
         if (st)
             rc = fail_lib(c, err, input_status(st));
     }
     for (int i = 0; i < n && !rc; i++) {
-        /* a first step for first-touch allocations, a second to size the
-         * visits by; neither counts */
-        if ((rc = build(c, &e[i], data[e[i].ti], data_path, need)) || (rc = step_n(c, &e[i], 1)))
-            break;
-        double t0 = now_s();
-        if ((rc = step_n(c, &e[i], 1)))
-            break;
-        double one = now_s() - t0, v = one > 0 ? ceil(visit_s / one) : COST_VISIT_MAX;
-        e[i].visit = v > COST_VISIT_MAX ? COST_VISIT_MAX : v < steps ? steps : (int)v;
+        if (done[i])
+            continue;
+        int m = 0;
+        for (int j = i; j < n; j++)
+            if (!done[j] && e[j].T == e[i].T && e[j].C == e[i].C && e[j].ffn == e[i].ffn)
+                done[j] = 1, idx[m++] = j;
+        rc = measure_cell(c, e, idx, m, data[e[i].ti], data_path, steps, visit_s, rounds);
     }
-    for (int r = 0; r < rounds && !rc; r++)
-        for (int k = 0; k < n && !rc; k++) {
-            cost_entry *x = &e[(r + k) % n];
-            double t0 = now_s();
-            if (!(rc = step_n(c, x, x->visit)))
-                x->ms[r] = 1000.0 * (now_s() - t0) / x->visit;
-        }
-    for (int i = 0; i < n; i++)
-        ba_trainer_free(e[i].t);
     for (int ti = 0; ti < g0->nT; ti++)
         ba_dataset_free(data[ti]);
     return rc;

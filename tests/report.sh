@@ -416,6 +416,13 @@ PY
 costok=$?
 check "cost: each arm of both grids timed once, rounds kept, the median between them, a table" '[ $costrc = 0 ] && [ $costok = 0 ] &&
     grep -q "^boltzmann  *8  *8  *1  *[0-9.e+-]*  *[0-9.]*$" "$TMP/cost.out" && grep -q "^(ratio: against softmax; written to $SC/g20/cost.json)$" "$TMP/cost.out"' || cat "$TMP/cost.out"
+# a grid of two block sizes: each cell's arms timed together, one entry
+# each, in the grid's order
+"$BIN" ablate --task brackets --attn softmax,boltzmann --T 8,12 --embd 8 --seeds 1 --steps 4 --batch 8 \
+    --heldout 64 --eval-every 2 --eval-items 32 --out "$TMP/g2T" >/dev/null 2>&1
+"$LABBIN" cost "$TMP/g2T" --steps 1 --rounds 1 --visit-s 0 --threads 1 >/dev/null 2>&1
+check "cost: a grid of two block sizes, an entry per arm and T" '[ $? = 0 ] &&
+    [ "$(python3 -c "import json, sys; print(\" \".join(\"%s@%d\" % (e[\"arm\"], e[\"T\"]) for e in json.load(open(sys.argv[1]))[\"entries\"]))" "$TMP/g2T/cost.json")" = "softmax@8 boltzmann@8 softmax@12 boltzmann@12" ]'
 "$LABBIN" report "$SC" --preset study --section-only >"$TMP/sc.md" 2>"$TMP/sc.err"
 check "study section: equal compute priced by the cost file of a rung naming every arm" '[ $? = 0 ] && [ ! -s "$TMP/sc.err" ] &&
     grep -q "^Equal compute: each run priced at its training steps times its arm.s cost a step, .*\`g20/cost.json\`, on .*: \`softmax\` 3000 ms, \`sigmoid\` 2800 ms, \`boltzmann\` 7000 ms, \`coupling\` 1000 ms\. " "$TMP/sc.md" &&
