@@ -15,6 +15,9 @@
  *                                    where one is unresolved (`boltzattn-lab
  *                                    more-seeds`), `boltzattn ablate ARGS` (the
  *                                    grid's, with "seeds_if_unresolved" seeds)
+ *   STAGE cost NAME ARGS...          `boltzattn-lab cost ARGS` (the grids of the
+ *                                    grid's "cost", then the options), once:
+ *                                    skipped where the first grid has a cost.json
  *   STAGE eval-engines NAME ARGS...  `boltzattn-lab eval-engines ARGS`
  *   STAGE approx-ckpt NAME ARGS...   `boltzattn-lab approx --ckpt C ARGS` per checkpoint
  *   end prefer-C PREFIX C            grids named PREFIX* analyse width C
@@ -123,17 +126,6 @@ static int value(const planner *p, const cJSON *v, char *buf, size_t n)
     return 0;
 }
 
-static int is_meta(const char *key)
-{
-    static const char *const meta[] = {"name",        "base",         "about",
-                                       "if_listed",   "couplings_arms", "extrapolate",
-                                       "eval_engines", "seeds_if_unresolved", "if_unsettled",
-                                       NULL};
-    for (int i = 0; meta[i]; i++)
-        if (strcmp(meta[i], key) == 0)
-            return 1;
-    return 0;
-}
 
 /* The options of o as words: --key value (a list comma-joined; share_from
  * repeated; true a flag); with grid, a grid's keys that are not options
@@ -143,7 +135,7 @@ static int words(const planner *p, const cJSON *o, int grid, FILE *f)
     const cJSON *v;
     cJSON_ArrayForEach(v, o)
     {
-        if (grid && is_meta(v->string))
+        if (grid && lab_preset_meta_key(v->string))
             continue;
         char opt[64], buf[4096];
         snprintf(opt, sizeof opt, "%s", v->string);
@@ -262,9 +254,33 @@ static int more_seeds_line(const planner *p, const char *stage, const char *name
     return rc;
 }
 
+/* The cost line of grid m (name), when it has "cost": a list of the
+ * preset's grids, timed side by side (their arms' step costs) with one
+ * thread a run as the training, the text where the grid reads one. 0 or
+ * an exit code after printing. */
+static int cost_line(const planner *p, const cJSON *preset, const char *stage, const char *name,
+                     const cJSON *m)
+{
+    const cJSON *co = cJSON_GetObjectItemCaseSensitive(m, "cost"), *e;
+    if (!co)
+        return 0;
+    if (!cJSON_IsArray(co) || !cJSON_GetArraySize(co))
+        return usage_error(p->c, "grid %s: \"cost\" must be a non-empty list of grids", name);
+    cJSON_ArrayForEach(e, co)
+    if (!cJSON_IsString(e) || !lab_preset_grid(preset, e->valuestring))
+        return usage_error(p->c, "grid %s: \"cost\" names '%s', not a grid of the preset", name,
+                           cJSON_IsString(e) ? e->valuestring : "(not a string)");
+    fprintf(p->f, "%s cost %s", stage, name);
+    cJSON_ArrayForEach(e, co)
+    fprintf(p->f, " @OUT/%s", e->valuestring);
+    fprintf(p->f, " --threads @THREADS%s\n",
+            cJSON_GetObjectItemCaseSensitive(m, "data") ? " --data @DATA" : "");
+    return 0;
+}
+
 /* The lines of grid name in stage: ablate, then (with more seeds where
- * unresolved) its extrapolation and the more-seeds step, its couplings
- * and its extrapolation. */
+ * unresolved) its extrapolation and the more-seeds step, its couplings,
+ * its extrapolation and its step costs. */
 static int grid_lines(const planner *p, const cJSON *preset, const char *stage, const char *name)
 {
     cJSON *m = lab_preset_grid_merged(preset, name);
@@ -296,6 +312,8 @@ static int grid_lines(const planner *p, const cJSON *preset, const char *stage, 
         fprintf(p->f, "%s couplings %s %s\n", stage, name, buf);
     if (!rc && ex && !more)
         rc = extrapolate_line(p, stage, name, ex);
+    if (!rc)
+        rc = cost_line(p, preset, stage, name, m);
     cJSON_Delete(m);
     return rc;
 }

@@ -17,11 +17,21 @@
  * base (a set of options of the preset's "bases"), a comment, and what
  * follows its training (plan.c; "seeds_if_unresolved": the seeds it takes
  * where a claim it answers is unresolved on its own; "if_unsettled": the
- * grid of the rung below, where a claim must not have settled). */
+ * grid of the rung below, where a claim must not have settled; "cost":
+ * the grids whose arms' step costs are timed side by side once this one
+ * is trained, the first receiving cost.json). */
 static const char *const grid_meta[] = {"name",           "base",        "about",
                                         "if_listed",      "couplings_arms", "extrapolate",
                                         "eval_engines",   "seeds_if_unresolved", "if_unsettled",
-                                        NULL};
+                                        "cost",           NULL};
+int lab_preset_meta_key(const char *key)
+{
+    for (int i = 0; grid_meta[i]; i++)
+        if (strcmp(grid_meta[i], key) == 0)
+            return 1;
+    return 0;
+}
+
 /* The `ablate` options a plan may set (underscores for dashes). */
 static const char *const ablate_keys[] = {
     "task",   "attn",     "arm",      "T",        "embd",      "seeds",      "seed0",

@@ -62,6 +62,10 @@ const cJSON *lab_preset_grid(const cJSON *preset, const char *name);
  * object the caller frees with cJSON_Delete; NULL out of memory (an
  * unknown name gives the defaults alone). */
 cJSON *lab_preset_grid_merged(const cJSON *preset, const char *name);
+/* Whether key is one of a grid's keys beside the `ablate` options (its
+ * name, base, comment and the steps that follow its training), which the
+ * plan does not pass to ablate. */
+int lab_preset_meta_key(const char *key);
 /* The presets' names joined by '|' into buf. */
 void lab_preset_names(const lab_presets *p, int with_report, char *buf, size_t n);
 /* The preset's report plan: 1 when it has a report, 0 when not (the

@@ -162,6 +162,20 @@ step() {
             --presets "$PRESETS")
         echo "reproduce: $name: $ck" >&2
         case $ck in extend:*) ablate "${ARGS[@]:1}" ;; esac ;;
+    cost)
+        # the arms' step costs, timed side by side once every grid named is
+        # there; a file already there is kept (both chains may get here:
+        # flock, and the check inside it)
+        [ -z "${SUMMARY_ONLY:-}" ] || return 0
+        local a
+        for a in "${ARGS[@]}"; do
+            case $a in --*) break ;; esac
+            [ -f "$a/grid.json" ] || return 0
+        done
+        (
+            flock 9
+            [ -f "${ARGS[0]}/cost.json" ] || "$LAB" cost "${ARGS[@]}"
+        ) 9>"${ARGS[0]}/.cost.lock" ;;
     eval-engines)
         [ -z "${SUMMARY_ONLY:-}" ] && [ -f "$OUT/$name/grid.json" ] || return 0
         "$LAB" eval-engines "${ARGS[@]}" ;;

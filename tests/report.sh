@@ -213,7 +213,7 @@ check "plan: the 4,800-step rung only if the 2,400-step one left a claim unsettl
     'grep -q "^chain0 if-unsettled charlm-T256-4800 charlm-T256-2400 .* --steps 4800 .*--out @OUT/charlm-T256-4800$" "$TMP/plan-s" &&
     ! grep -q "ablate charlm-T256-4800 " "$TMP/plan-s"'
 check "plan: the log-n 1,200-step rung only if the 600-step one left a claim unsettled" \
-    'grep -A1 "^chain0 couplings charlm-T256-logn " "$TMP/plan-s" | grep -q "^chain0 if-unsettled charlm-T256-logn-1200 charlm-T256-logn .* --steps 1200 .*--out @OUT/charlm-T256-logn-1200$" &&
+    'grep -A2 "^chain0 couplings charlm-T256-logn " "$TMP/plan-s" | grep -q "^chain0 if-unsettled charlm-T256-logn-1200 charlm-T256-logn .* --steps 1200 .*--out @OUT/charlm-T256-logn-1200$" &&
     ! grep -q "ablate charlm-T256-logn-1200 " "$TMP/plan-s"'
 check "plan: no more-seeds where STUDY_SEEDS_MORE adds none" '[ "$(env STUDY_SEEDS_MORE=3 "$LABBIN" plan study | grep -c more-seeds)" = 0 ]'
 python3 -c "
@@ -223,6 +223,16 @@ next(g for g in d['presets']['study']['grids'] if g['name'] == 'dyck-T256')['see
 json.dump(d, open(sys.argv[2], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/badms.json"
 expect 2 "grid dyck-T256: \"seeds_if_unresolved\" and \"seeds\" must be positive integers, not 'many' and '3'" -- "$LABBIN" plan study --presets "$TMP/badms.json"
 expect 2 "presets.quick.grids[0].emdb: unknown key 'emdb'" -- env BA_PRESETS="$TMP/bad.json" "$LABBIN" report "$O" --preset full
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+next(g for g in d['presets']['study']['grids'] if g['name'] == 'dyck-T256')['cost'] = ['dyck-T256', 'nope']
+json.dump(d, open(sys.argv[2], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/badcost.json"
+expect 2 "grid dyck-T256: \"cost\" names 'nope', not a grid of the preset" -- "$LABBIN" plan study --presets "$TMP/badcost.json"
+check "plan: the step costs of a ladder's arms after its last grid's couplings" \
+    'grep -A1 "^chain0 couplings charlm-T256-logn " "$TMP/plan-s" | grep -q "^chain0 cost charlm-T256-logn @OUT/charlm-T256 @OUT/charlm-T256-logn --threads @THREADS --data @DATA$" &&
+    grep -q "^chain1 cost recall-T256-p4 @OUT/recall-T256-p4 --threads @THREADS$" "$TMP/plan-s"'
+
 cp -r "$O/brackets" "$TMP/sg" && "$BIN" ablate --out "$TMP/sg" --summary-only >/dev/null 2>&1
 check "ablate's summary has no paper number, the lab's has" '! grep -q "+2.89 points" "$TMP/sg/summary.md" &&
     "$LABBIN" summary "$TMP/sg" && grep -q "| +2.89 points |$" "$TMP/sg/summary.md" && grep -q ",+2.89 points$" "$TMP/sg/effects.csv"'
@@ -254,6 +264,26 @@ check "a full report takes the converged cells' verdict rows from --converged, o
 check "a toy budget's rows beside themselves: paired, no interval yet" '
     has "$TMP/cvf.md" "### What the longer budget changed" &&
     [ "$(grep -c "^| charlm | 12 | 32 | yes | [a-z]* | 20, 1/1 | .* | 20, 1/1 | .* | not yet (no interval) |$" "$TMP/cvf.md")" = 3 ]'
+# the plan's cost step (lab/reproduce.sh): a copy of the script beside a
+# presets file whose converged brackets-T16 has "cost", rerun on the
+# finished preset: the grid's arms timed into its cost.json, once (a
+# second rerun keeps the file)
+mkdir -p "$TMP/labcp" && cp "$LAB" "$TMP/labcp/reproduce.sh"
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+next(g for g in d['presets']['converged']['grids'] if g['name'] == 'brackets-T16')['cost'] = ['brackets-T16']
+json.dump(d, open(sys.argv[2], 'w'))" "$(dirname "$0")/../lab/presets.json" "$TMP/labcp/presets.json"
+cvc() { (cd "$TMP" && env JOBS=2 THREADS=1 DATA="$TMP/text.txt" OUT="$CV" CONV_LM_STEPS=20 \
+    CONV_BR_STEPS=20 CONV_LM_SEEDS=1 CONV_BR_SEEDS=1 bash "$TMP/labcp/reproduce.sh" converged "$BIN" "$LABBIN"); }
+cvc >"$TMP/cvc1" 2>&1
+check "the plan's cost step times the grid's arms once it is trained" '[ $? = 0 ] &&
+    "$LABBIN" plan converged --presets "$TMP/labcp/presets.json" | grep -q " cost brackets-T16 @OUT/brackets-T16 --threads @THREADS$" &&
+    [ "$(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d[\"grids\"][0], d[\"threads\"], len(d[\"entries\"]))" "$CV/brackets-T16/cost.json")" = "brackets-T16 1 8" ]' || cat "$TMP/cvc1"
+before=$(stat -c %Y.%s "$CV/brackets-T16/cost.json" 2>/dev/null)
+sleep 1
+cvc >"$TMP/cvc2" 2>&1
+check "a rerun keeps the cost file" '[ $? = 0 ] && [ "$(stat -c %Y.%s "$CV/brackets-T16/cost.json")" = "$before" ]' || cat "$TMP/cvc2"
 # the committed full preset against its own 80,000-step budget grid posing
 # as a converged charlm-T12: the verdict that changed is marked, the rest
 # of the rows are the fixed budget's
