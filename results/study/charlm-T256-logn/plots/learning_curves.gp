@@ -11,7 +11,7 @@ set grid
 set key outside right top vertical
 set bars small
 set offsets graph 0.03, graph 0.03, 0, 0
-set title "validation metric during training (thick: mean over seeds; thin: each seed)\ncharlm, T=256, C=128: 4-5 seeds, 600 steps\nlines: periodic evaluations on the same 128 items\nopen points: final evaluation on all items (bar: the seeds' range)"
+set title "validation metric during training (thick: mean over seeds; thin: each seed)\ncharlm, T=256, C=128: 5 seeds, 600 steps\nlines: periodic evaluations on the same 128 items\nopen points: final evaluation on all items (bar: the seeds' range)"
 set ylabel "validation perplexity (lower is better)"
 set logscale y
 set ytics autofreq
@@ -36,6 +36,7 @@ plot 'curves_charlm_T256_C128_ffn1.dat' index 1 using 1:2 with lines linewidth 1
      'curves_charlm_T256_C128_ffn1.dat' index 23 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
      'curves_charlm_T256_C128_ffn1.dat' index 24 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
      'curves_charlm_T256_C128_ffn1.dat' index 25 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 26 using 1:2 with lines linewidth 1 linecolor rgb "#807f7f7f" notitle, \
      'curves_charlm_T256_C128_ffn1.dat' index 0 using 1:3 with linespoints linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-rope" noenhanced, \
      'curves_charlm_T256_C128_ffn1.dat' index 6 using ($1-10.8):3:5:6 with yerrorbars linewidth 2 pointtype 10 pointsize 2 linecolor rgb "#9467bd" notitle, \
      'curves_charlm_T256_C128_ffn1.dat' index 7 using 1:3 with linespoints linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn-rope" noenhanced, \
@@ -43,5 +44,5 @@ plot 'curves_charlm_T256_C128_ffn1.dat' index 1 using 1:2 with lines linewidth 1
      'curves_charlm_T256_C128_ffn1.dat' index 14 using 1:3 with linespoints linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-rope" noenhanced, \
      'curves_charlm_T256_C128_ffn1.dat' index 20 using ($1+3.6):3:5:6 with yerrorbars linewidth 2 pointtype 4 pointsize 2 linecolor rgb "#e377c2" notitle, \
      'curves_charlm_T256_C128_ffn1.dat' index 21 using 1:3 with linespoints linewidth 2 pointtype 7 pointsize 1.2 linecolor rgb "#7f7f7f" title "boltzmann-rel-W8-logn-rope" noenhanced, \
-     'curves_charlm_T256_C128_ffn1.dat' index 26 using ($1+10.8):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
+     'curves_charlm_T256_C128_ffn1.dat' index 27 using ($1+10.8):3:5:6 with yerrorbars linewidth 2 pointtype 6 pointsize 2 linecolor rgb "#7f7f7f" notitle, \
      NaN with points pointtype 6 pointsize 2 linewidth 2 linecolor rgb "black" title "final, all 435 items"

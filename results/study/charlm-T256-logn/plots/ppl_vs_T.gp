@@ -12,11 +12,11 @@ set key outside right top vertical
 set bars small
 set xtics (256)
 set xrange [255:257]
-set title "charlm: validation perplexity vs T at C=128\nwith FFN\nmean ± sd over seeds (4-5 seeds, 600 steps)"
+set title "charlm: validation perplexity vs T at C=128\nwith FFN\nmean ± sd over seeds (5 seeds, 600 steps)"
 set ylabel "validation perplexity (lower is better)"
 unset logscale y
 set ytics autofreq
-set yrange [5.60187:6.4845]
+set yrange [5.61588:6.48371]
 plot 'charlm_C128_ffn1_vs_T.dat' index 0 using ($1-0.06):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-rope" noenhanced, \
      'charlm_C128_ffn1_vs_T.dat' index 1 using ($1-0.02):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn-rope" noenhanced, \
      'charlm_C128_ffn1_vs_T.dat' index 2 using ($1+0.02):3:4 with yerrorlines linewidth 2 pointtype 5 pointsize 1.2 linecolor rgb "#e377c2" title "sigmoid-rope" noenhanced, \
