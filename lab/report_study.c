@@ -405,10 +405,22 @@ static int equal_compute(const command *c, const rep_grids *gs, const st_family 
             int n = paired(x, ax, y, ry, ffn, &e, &lo, &hi);
             char eff[96];
             fmt_effect(t, n, e, lo, hi, eff, sizeof eff);
+            /* compute that is not equal reads one way only: an arm better
+             * than a reference given more, or worse than one given less
+             * (no rung of the reference as long as the arm's), is so at
+             * equal compute too; the other way it is not resolved */
+            int less = !more && rc * ST_COST_TOL < sc;
+            const char *rd = n ? reading(t, lo, hi) : "not yet measured";
+            if (more && !strcmp(rd, "worse"))
+                rd = "not resolved (the reference had more compute)";
+            else if (less && !strcmp(rd, "better"))
+                rd = "not resolved (the reference had less compute)";
             fprintf(f, "| %s | %ld, %.1f | %ld, %.1f%s | %s | %d | %s |\n", label,
                     x->g.train.steps, sc / 60.0, y->g.train.steps, rc / 60.0,
-                    more ? " (more than the arm's: no rung as short)" : "", eff, n,
-                    n ? reading(t, lo, hi) : "not yet measured");
+                    more   ? " (more than the arm's: no rung as short)"
+                    : less ? " (less than the arm's: no rung as long)"
+                           : "",
+                    eff, n, rd);
         }
     }
     fputc('\n', f);

@@ -409,11 +409,11 @@ check "study section: equal steps, each rung with its runs, mean, every seed's v
     grep -q "^| coupling | 20 | 2 | $(acc g20x coupling) ± [0-9.]* | $(seeds g20x coupling) | [-+][0-9.]* \[.*\] | 0.8 | 2500.0 |$" "$TMP/st.md" &&
     [ "$(grep -c "^| softmax | 20 | " "$TMP/st.md")" = 2 ]'  # once a ladder: lr 0.003, lr 0.01
 check "study section: equal compute picks the longest reference rung at no more time, else the arm's own" '
-    grep -q "^| sigmoid | 20, 0.5 | 40, 0.3 | .* | 2 | " "$TMP/st.md" &&
-    grep -q "^| sigmoid | 40, 1.0 | 40, 0.3 | .* | 2 | " "$TMP/st.md" &&
+    grep -q "^| sigmoid | 20, 0.5 | 40, 0.3 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/st.md" &&
+    grep -q "^| sigmoid | 40, 1.0 | 40, 0.3 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/st.md" &&
     grep -q "^| boltzmann | 20, 0.1 | 20, 0.2 (more than the arm.s: no rung as short) | .* | 2 | " "$TMP/st.md" &&
-    grep -q "^| boltzmann | 40, 1.7 | 40, 0.3 | .* | 2 | " "$TMP/st.md" &&
-    grep -q "^| coupling | 20, 0.8 | 40, 0.3 | .* | 2 | " "$TMP/st.md"'
+    grep -q "^| boltzmann | 40, 1.7 | 40, 0.3 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/st.md" &&
+    grep -q "^| coupling | 20, 0.8 | 40, 0.3 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/st.md"'
 # equal compute priced: `boltzattn-lab cost` times every arm of g20 and
 # g20x side by side into g20/cost.json; with its costs then set by hand
 # (ms a step: softmax 3000, sigmoid 2800, boltzmann 7000, coupling 1000)
@@ -453,14 +453,30 @@ check "cost: each arm of both grids timed once, rounds kept, the median between 
 "$LABBIN" cost "$TMP/g2T" --steps 1 --rounds 1 --visit-s 0 --threads 1 >/dev/null 2>&1
 check "cost: a grid of two block sizes, an entry per arm and T" '[ $? = 0 ] &&
     [ "$(python3 -c "import json, sys; print(\" \".join(\"%s@%d\" % (e[\"arm\"], e[\"T\"]) for e in json.load(open(sys.argv[1]))[\"entries\"]))" "$TMP/g2T/cost.json")" = "softmax@8 boltzmann@8 softmax@12 boltzmann@12" ]'
+# values set by hand so that compute that is not equal reads one way only:
+# boltzmann at 20 steps (100 %) beats softmax at 40 (50 %), which had less
+# compute: not resolved; coupling (10 %) loses to softmax at 20 (50 %),
+# which had more: not resolved either
+python3 - "$SC" <<'PY'
+import json, glob, sys
+acc = {("g20", "boltzmann"): 1.0, ("g40", "softmax"): 0.5, ("g20", "softmax"): 0.5,
+       ("g20x", "softmax"): 0.5, ("g20x", "coupling"): 0.1}
+for p in glob.glob(sys.argv[1] + "/g*/runs/*/run.json"):
+    k = (p.split("/")[-4], p.split("/")[-2].split("-")[-2])
+    if k in acc:
+        d = json.load(open(p))
+        d["result"]["val_acc"] = acc[k]
+        json.dump(d, open(p, "w"))
+PY
 "$LABBIN" report "$SC" --preset study --section-only >"$TMP/sc.md" 2>"$TMP/sc.err"
 check "study section: equal compute priced by the cost file of a rung naming every arm" '[ $? = 0 ] && [ ! -s "$TMP/sc.err" ] &&
     grep -q "^Equal compute: each run priced at its training steps times its arm.s cost a step, .*\`g20/cost.json\`, on .*: \`softmax\` 3000 ms, \`sigmoid\` 2800 ms, \`boltzmann\` 7000 ms, \`coupling\` 1000 ms\. " "$TMP/sc.md" &&
     grep -q "^| sigmoid | 20, 0.9 | 20, 1.0 | .* | 2 | " "$TMP/sc.md" &&
     grep -q "^| sigmoid | 40, 1.9 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
-    grep -q "^| boltzmann | 20, 2.3 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
-    grep -q "^| boltzmann | 40, 4.7 | 40, 2.0 | .* | 2 | " "$TMP/sc.md" &&
-    grep -q "^| coupling | 20, 0.3 | 20, 1.0 (more than the arm.s: no rung as short) | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| boltzmann | 20, 2.3 | 40, 2.0 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| boltzmann | 40, 4.7 | 40, 2.0 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/sc.md" &&
+    grep -q "^| coupling | 20, 0.3 | 20, 1.0 (more than the arm.s: no rung as short) | .* | 2 | not resolved (the reference had more compute) |$" "$TMP/sc.md" &&
+    grep -q "^| boltzmann | 20, 2.3 | 40, 2.0 (less than the arm.s: no rung as long) | +50.00 .* | 2 | not resolved (the reference had less compute) |$" "$TMP/sc.md" &&
     [ "$(grep -c "^Equal compute: each run priced .*\`g20/cost.json\`" "$TMP/sc.md")" = 2 ] &&
     [ "$(grep -c "^Equal wall-clock compute (no cost file of a grid of this setup names every arm" "$TMP/sc.md")" = 1 ]' || cat "$TMP/sc.err"
 sed -i 's/"ms_per_step": 2800/"ms_per_step": -1/' "$SC/g20/cost.json"
@@ -509,7 +525,7 @@ check "study section: recall counts the solved runs (>= 99 %) of each arm; brack
     grep -q "^| sigmoid | 10 | 2 | 99.20 ± 0.42 | 99.50, 98.90 | 1 of 2 | [-+][0-9.]* \[.*\] | " "$TMP/sr.md" &&
     ! grep -q "| solved |" "$TMP/st.md"' || cat "$TMP/sr.err"
 check "study section: equal compute takes the largest reference budget at no more time, of one budget the rung pairing most seeds" '
-    grep -q "^| sigmoid | 10, 0.3 | 20, 0.2 | .* | 2 | " "$TMP/sr.md" &&
+    grep -q "^| sigmoid | 10, 0.3 | 20, 0.2 (less than the arm.s: no rung as long) | .* | 2 | " "$TMP/sr.md" &&
     grep -q "^| boltzmann | 10, 0.2 | 20, 0.2 | .* | 2 | " "$TMP/sr.md"'
 # cost joins grids of one data only: recall with 3 pairs is another task's data
 "$BIN" ablate --task recall --T 16 --pairs 3 --recall-vocab 8 --embd 8 --batch 8 --eval-every 5 \
