@@ -490,6 +490,11 @@ expect 2 "the grid directory GRID is required" -- "$LABBIN" cost
 rm -f "$SC/g20/cost.json" && mkdir "$SC/g20/cost.json"
 expect 2 "GRID/cost.json" -- "$LABBIN" cost "$SC/g20" --steps 1 --rounds 1
 check "cost: a directory in the file's place is left as it was" '[ -d "$SC/g20/cost.json" ]'
+# a link in the file's place is replaced, the file it points to left as it was
+rmdir "$SC/g20/cost.json" && echo "a file of the user's" >"$TMP/theirs.txt" && ln -s "$TMP/theirs.txt" "$SC/g20/cost.json"
+"$LABBIN" cost "$SC/g20" --steps 1 --rounds 1 --visit-s 0 --threads 1 >/dev/null 2>&1
+check "cost: a link in the file's place is replaced, its target untouched" '[ $? = 0 ] && [ ! -L "$SC/g20/cost.json" ] &&
+    grep -q "boltzattn-cost" "$SC/g20/cost.json" && [ "$(cat "$TMP/theirs.txt")" = "a file of the user'"'"'s" ]'
 # recall's solved column: the runs at 99 % or more of the queried values,
 # counted per arm and rung (values set by hand: 100 and 50 for softmax,
 # 99.5 and 98.9 for sigmoid); brackets and charlm tables have no such column
