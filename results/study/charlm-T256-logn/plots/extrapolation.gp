@@ -13,11 +13,11 @@ set bars small
 set logscale x 2
 set xtics (256, 512, 1024, 2048, 4096)
 set xrange [205.074:5113.16]
-set title "charlm: validation perplexity at longer contexts (trained at T = 256)\neach run's model at its trained T and at longer T (ablate --extrapolate)\nmean ± sd over 19 runs (600 steps), 64 windows of each length"
+set title "charlm: validation perplexity at longer contexts (trained at T = 256)\neach run's model at its trained T and at longer T (ablate --extrapolate)\nmean ± sd over 20 runs (600 steps), 64 windows of each length"
 set ylabel "validation perplexity (lower is better)"
 set logscale y
 set ytics autofreq
-set yrange [4.92791:33.7991]
+set yrange [4.94573:33.2788]
 set ytics (5, 10, 15, 20, 25, 30)
 plot 'extrapolation.dat' index 0 using ($1*0.959264):3:4 with yerrorlines linewidth 2 pointtype 11 pointsize 1.2 linecolor rgb "#9467bd" title "softmax-rope" noenhanced, \
      'extrapolation.dat' index 1 using ($1*0.986233):3:4 with yerrorlines linewidth 2 pointtype 15 pointsize 1.2 linecolor rgb "#8c564b" title "sigmoid-logn-rope" noenhanced, \
