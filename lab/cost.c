@@ -32,7 +32,8 @@
  * and as a table with each arm's ratio to the reference arm on stdout.
  * The report (report_study.c) prices a ladder's runs with the file of a
  * grid of its setup (any budget or learning rate: neither changes what a
- * step costs) that names every arm of the ladder (lab_cost_lookup). */
+ * step costs) that names every arm of the ladder (lab_cost_read,
+ * lab_cost_find). */
 #include "report.h"
 
 #include <limits.h>
@@ -372,42 +373,32 @@ int cmd_cost(int argc, char **argv)
 
 /* ----------------------------------------------------------- reading */
 
-/* entries[i] of a cost file, checked: 0, or 2 after printing what is
- * wrong with it. */
-static int entry_ok(const command *c, const char *path, int i, const cJSON *o, double *ms)
+/* What is wrong with an entry of a cost file into why (n bytes): 1, or 0
+ * when nothing. */
+static int entry_fault(const cJSON *o, char *why, size_t n)
 {
     static const char *const ints[] = {"T", "C", "ffn"};
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "arm");
-    if (!cJSON_IsString(v) || !*v->valuestring) {
-        char m[PATH_LEN + 96];
-        snprintf(m, sizeof m, "%s: entries[%d].arm must be an arm's label", path, i);
-        return fail_lib(c, m, 2);
-    }
+    if (!cJSON_IsString(v) || !*v->valuestring)
+        return snprintf(why, n, "arm must be an arm's label"), 1;
     for (int k = 0; k < 3; k++) {
         v = cJSON_GetObjectItemCaseSensitive(o, ints[k]);
         if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
-            v->valuedouble < 0) {
-            char m[PATH_LEN + 96];
-            snprintf(m, sizeof m, "%s: entries[%d].%s must be a whole number", path, i, ints[k]);
-            return fail_lib(c, m, 2);
-        }
+            v->valuedouble < 0)
+            return snprintf(why, n, "%s must be a whole number", ints[k]), 1;
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "ms_per_step");
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0) {
-        char m[PATH_LEN + 96];
-        snprintf(m, sizeof m, "%s: entries[%d].ms_per_step must be a positive number", path, i);
-        return fail_lib(c, m, 2);
-    }
-    *ms = v->valuedouble;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0)
+        return snprintf(why, n, "ms_per_step must be a positive number"), 1;
     return 0;
 }
 
-int lab_cost_lookup(const command *c, const char *grid_dir, const char *label, int T, int C,
-                    int ffn, double *ms, char *machine, size_t mlen)
+int lab_cost_read(const command *c, const char *grid_dir, cJSON **doc)
 {
     char path[PATH_LEN];
+    *doc = NULL;
     if (mkpath(c, path, "%s/cost.json", grid_dir))
-        return -2;
+        return 2;
     char *text = lab_slurp(path);
     if (!text)
         return 0;
@@ -417,31 +408,38 @@ int lab_cost_lookup(const command *c, const char *grid_dir, const char *label, i
                 *ver = cJSON_GetObjectItemCaseSensitive(d, "version"),
                 *en = cJSON_GetObjectItemCaseSensitive(d, "entries"),
                 *mc = cJSON_GetObjectItemCaseSensitive(d, "machine");
-    int found = 0;
+    char m[PATH_LEN + 160];
     if (!d || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "boltzattn-cost") ||
         !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(en) ||
         !cJSON_IsString(mc)) {
-        char m[PATH_LEN + 160];
         snprintf(m, sizeof m, "%s: not a cost file of version 1 (format \"boltzattn-cost\", "
                  "a machine and an entries array)", path);
         cJSON_Delete(d);
-        return -fail_lib(c, m, 2);
+        return fail_lib(c, m, 2);
     }
     int i = 0;
     for (const cJSON *o = en->child; o; o = o->next, i++) {
-        double v = NAN;
-        if (entry_ok(c, path, i, o, &v)) {
+        char why[64];
+        if (entry_fault(o, why, sizeof why)) {
+            snprintf(m, sizeof m, "%s: entries[%d].%s", path, i, why);
             cJSON_Delete(d);
-            return -2;
-        }
-        if (!found && !strcmp(cJSON_GetObjectItemCaseSensitive(o, "arm")->valuestring, label) &&
-            (int)cJSON_GetObjectItemCaseSensitive(o, "T")->valuedouble == T &&
-            (int)cJSON_GetObjectItemCaseSensitive(o, "C")->valuedouble == C &&
-            (int)cJSON_GetObjectItemCaseSensitive(o, "ffn")->valuedouble == ffn) {
-            *ms = v, found = 1;
-            snprintf(machine, mlen, "%s", mc->valuestring);
+            return fail_lib(c, m, 2);
         }
     }
-    cJSON_Delete(d);
-    return found;
+    *doc = d;
+    return 0;
+}
+
+int lab_cost_find(const cJSON *doc, const char *label, int T, int C, int ffn, double *ms)
+{
+    const cJSON *o;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(doc, "entries"))
+    if (!strcmp(cJSON_GetObjectItemCaseSensitive(o, "arm")->valuestring, label) &&
+        (int)cJSON_GetObjectItemCaseSensitive(o, "T")->valuedouble == T &&
+        (int)cJSON_GetObjectItemCaseSensitive(o, "C")->valuedouble == C &&
+        (int)cJSON_GetObjectItemCaseSensitive(o, "ffn")->valuedouble == ffn) {
+        *ms = cJSON_GetObjectItemCaseSensitive(o, "ms_per_step")->valuedouble;
+        return 1;
+    }
+    return 0;
 }

@@ -126,7 +126,6 @@ static int value(const planner *p, const cJSON *v, char *buf, size_t n)
     return 0;
 }
 
-
 /* The options of o as words: --key value (a list comma-joined; share_from
  * repeated; true a flag); with grid, a grid's keys that are not options
  * are left out. */

@@ -24,14 +24,6 @@ static const char *const grid_meta[] = {"name",           "base",        "about"
                                         "if_listed",      "couplings_arms", "extrapolate",
                                         "eval_engines",   "seeds_if_unresolved", "if_unsettled",
                                         "cost",           NULL};
-int lab_preset_meta_key(const char *key)
-{
-    for (int i = 0; grid_meta[i]; i++)
-        if (strcmp(grid_meta[i], key) == 0)
-            return 1;
-    return 0;
-}
-
 /* The `ablate` options a plan may set (underscores for dashes). */
 static const char *const ablate_keys[] = {
     "task",   "attn",     "arm",      "T",        "embd",      "seeds",      "seed0",
@@ -68,6 +60,11 @@ static int in_list(const char *const *list, const char *s)
         if (strcmp(*list, s) == 0)
             return 1;
     return 0;
+}
+
+int lab_preset_meta_key(const char *key)
+{
+    return in_list(grid_meta, key);
 }
 
 int lab_param_ref(const char *s, char *name, size_t n, long *div)

@@ -182,13 +182,15 @@ int rep_long_section(const command *c, const char *out, const char *prefix, cons
 int rep_study_section(const command *c, const char *out, const char *prefix,
                       const rep_grids *gs, const lab_names *want, const cJSON *preset,
                       int standalone, FILE *f);
-/* cost.c: the ms a training step of the arm labelled label (lab_arm_label)
- * at T, C and ffn costs, from grid_dir/cost.json (`boltzattn-lab cost`),
- * into *ms, with the machine it was measured on into machine (mlen
- * bytes). 1 found, 0 no such file or entry, or minus an exit code after
- * printing (the file is damaged: what is wrong, naming the file). */
-int lab_cost_lookup(const command *c, const char *grid_dir, const char *label, int T, int C,
-                    int ffn, double *ms, char *machine, size_t mlen);
+/* cost.c: grid_dir/cost.json (`boltzattn-lab cost`) read and checked
+ * whole into *doc (the caller's: cJSON_Delete; NULL where there is no such
+ * file). 0, or an exit code after printing (2: the file is damaged, what
+ * is wrong named with the file and the entry). */
+int lab_cost_read(const command *c, const char *grid_dir, cJSON **doc);
+/* The ms a training step of the arm labelled label (lab_arm_label) at T,
+ * C and ffn costs, from a doc of lab_cost_read, into *ms: 1 found, 0 not.
+ * The machine it was measured on is the doc's "machine". */
+int lab_cost_find(const cJSON *doc, const char *label, int T, int C, int ffn, double *ms);
 /* report_extrap.c: the length extrapolation of a charlm rung x of the
  * study at ffn, from x's extrapolation file: every arm's perplexity at its
  * trained T and each longer T (mean ± sd over the runs with an entry; a

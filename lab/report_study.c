@@ -274,20 +274,23 @@ static int family_costs(const command *c, const rep_grids *gs, const st_family *
         const rep_grid *x = &gs->v[k];
         if (x->g.nT != 1 || x->g.nC != 1 || !same_setup(x, fm->g[0]))
             continue;
-        int all = 1;
+        cJSON *doc;
+        int rc = lab_cost_read(c, x->dir, &doc), all = doc != NULL;
+        if (rc)
+            return -rc;
         for (int a = 0; a < fm->narm && all; a++) {
             char label[160];
             lab_arm_label(fm->arm[a], label, sizeof label);
-            int r = lab_cost_lookup(c, x->dir, label, x->g.T[0], x->g.C[0], ffn, &ms[a], machine,
-                                    mlen);
-            if (r < 0)
-                return r;
-            all = r == 1;
+            all = lab_cost_find(doc, label, x->g.T[0], x->g.C[0], ffn, &ms[a]);
         }
         if (all) {
+            snprintf(machine, mlen, "%s",
+                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "machine")));
             *src = x;
-            return 1;
         }
+        cJSON_Delete(doc);
+        if (all)
+            return 1;
     }
     return 0;
 }
@@ -313,9 +316,9 @@ static void compute_header(const st_family *fm, const double *ms, const rep_grid
     if (!ms) {
         fprintf(f, "Equal wall-clock compute (no cost file of a grid of this setup names every "
                    "arm: `boltzattn-lab cost`): each arm's budget against `%s` at its largest "
-                   "budget that took no more than 10 %% longer per run, else at the arm's own "
+                   "budget that took no more than %.0f %% longer per run, else at the arm's own "
                    "(marked); the effect paired on the seeds both hold:\n\n",
-                rlabel);
+                rlabel, 100 * (ST_COST_TOL - 1));
         return;
     }
     fprintf(f, "Equal compute: each run priced at its training steps times its arm's cost a "
@@ -328,15 +331,16 @@ static void compute_header(const st_family *fm, const double *ms, const rep_grid
         fprintf(f, "%s`%s` %.4g ms", a ? ", " : "", label, ms[a]);
     }
     fprintf(f, ". Each arm's budget against `%s` at its largest budget that costs no more than "
-               "10 %% above the arm's per run (repeated timings of one step spread about that "
+               "%.0f %% above the arm's per run (repeated timings of one step spread about that "
                "much), else at the arm's own (marked); minutes per run are those prices; the "
                "effect paired on the seeds both hold:\n\n",
-            rlabel);
+            rlabel, 100 * (ST_COST_TOL - 1));
 }
 
 /* The equal-compute table of one family at ffn: each arm's rung against
- * the reference's largest rung that costs at most 10 % more per run (else the
- * arm's own, marked). 0 or an exit code after printing. */
+ * the reference's largest rung that costs at most ST_COST_TOL times the
+ * arm's per run (else the arm's own, marked). 0 or an exit code after
+ * printing. */
 static int equal_compute(const command *c, const rep_grids *gs, const st_family *fm, int ffn,
                          FILE *f)
 {
